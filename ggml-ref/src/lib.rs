@@ -1,0 +1,1 @@
+extern crate llama_cpp_sys_2;

@@ -1,0 +1,229 @@
+//! Choice of the code path (instruction set) a codec runs on, made once per process.
+//!
+//! `QUANTFORGE_ISA=scalar|avx2|avx512|neon` caps the choice; a type without a path for the
+//! chosen ISA runs the next lower one, and [`Codec::isa`] says which.
+
+use crate::{Error, GgmlType, Result, scalar};
+use std::sync::OnceLock;
+
+/// An instruction set a codec path is written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Isa {
+    /// Portable safe Rust: the specification.
+    Scalar,
+    /// x86-64 AVX2.
+    Avx2,
+    /// x86-64 AVX-512 F, BW and VL.
+    Avx512,
+    /// aarch64 NEON.
+    Neon,
+}
+
+impl Isa {
+    /// Every ISA, narrowest first.
+    pub const ALL: [Isa; 4] = [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon];
+
+    /// The lowercase name used by `QUANTFORGE_ISA` and `--isa`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+            Isa::Neon => "neon",
+        }
+    }
+
+    /// Parses a name as [`Isa::name`] gives it (case-insensitive).
+    pub fn from_name(name: &str) -> Option<Isa> {
+        Isa::ALL
+            .into_iter()
+            .find(|isa| isa.name().eq_ignore_ascii_case(name))
+    }
+
+    /// Whether this CPU can run code for the ISA.
+    pub fn is_supported(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                cpufeatures::new!(has_avx2, "avx2");
+                has_avx2::get()
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                cpufeatures::new!(has_avx512, "avx512f", "avx512bw", "avx512vl");
+                has_avx512::get()
+            }
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => cfg!(target_feature = "neon"),
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
+    /// The widest supported ISA, capped by `QUANTFORGE_ISA` when it is set (read once;
+    /// an unknown value is ignored).
+    pub fn detect() -> Isa {
+        static DETECTED: OnceLock<Isa> = OnceLock::new();
+        *DETECTED.get_or_init(|| {
+            let cap = std::env::var("QUANTFORGE_ISA")
+                .ok()
+                .and_then(|v| Isa::from_name(v.trim()));
+            [Isa::Avx512, Isa::Avx2, Isa::Neon, Isa::Scalar]
+                .into_iter()
+                .find(|isa| isa.is_supported() && cap.is_none_or(|cap| isa.within(cap)))
+                .unwrap_or(Isa::Scalar)
+        })
+    }
+
+    /// Whether code for `self` may run when the choice is capped at `cap`.
+    fn within(self, cap: Isa) -> bool {
+        match cap {
+            Isa::Scalar => self == Isa::Scalar,
+            Isa::Avx2 => matches!(self, Isa::Scalar | Isa::Avx2),
+            Isa::Avx512 => matches!(self, Isa::Scalar | Isa::Avx2 | Isa::Avx512),
+            Isa::Neon => matches!(self, Isa::Scalar | Isa::Neon),
+        }
+    }
+}
+
+impl std::fmt::Display for Isa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A codec for one type on one code path. Holding a `Codec` proves the CPU supports the
+/// path, so its methods need no further check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Codec {
+    ty: GgmlType,
+    isa: Isa,
+}
+
+impl Codec {
+    /// The codec for `ty` on `isa`, or `None` when this CPU lacks `isa`. A type with no
+    /// path written for `isa` gets the scalar one; [`Codec::isa`] tells.
+    pub fn new(ty: GgmlType, isa: Isa) -> Option<Codec> {
+        if !isa.is_supported() {
+            return None;
+        }
+        Some(Codec {
+            ty,
+            isa: Self::path_for(ty, isa),
+        })
+    }
+
+    /// The fastest codec for `ty` this CPU has (after `QUANTFORGE_ISA`).
+    pub fn best(ty: GgmlType) -> Codec {
+        Codec {
+            ty,
+            isa: Self::path_for(ty, Isa::detect()),
+        }
+    }
+
+    /// The path that runs for `ty` when `isa` is asked for.
+    fn path_for(_ty: GgmlType, _isa: Isa) -> Isa {
+        Isa::Scalar
+    }
+
+    /// The type.
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+
+    /// The ISA whose code runs.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// Quantizes as [`crate::quantize`] does, on this codec's path.
+    pub fn quantize(
+        &self,
+        src: &[f32],
+        n_per_row: usize,
+        imatrix: Option<&[f32]>,
+        dst: &mut [u8],
+    ) -> Result<usize> {
+        let ty = self.ty;
+        if !scalar::can_quantize(ty) {
+            return Err(Error::Unsupported {
+                ty,
+                op: "quantize",
+            });
+        }
+        if src.is_empty() {
+            check_len("destination bytes", 0, dst.len())?;
+            return Ok(0);
+        }
+        if n_per_row == 0 || src.len() % n_per_row != 0 {
+            return Err(Error::LengthMismatch {
+                what: "source length (a whole number of rows)",
+                expected: src.len().next_multiple_of(n_per_row.max(1)),
+                actual: src.len(),
+            });
+        }
+        let row_size = ty.row_size(n_per_row)?;
+        let nrows = src.len() / n_per_row;
+        let total = nrows
+            .checked_mul(row_size)
+            .ok_or(Error::TooLarge { ty, n: src.len() })?;
+        check_len("destination bytes", total, dst.len())?;
+        if let Some(w) = imatrix {
+            check_len("importance matrix length (one weight per column)", n_per_row, w.len())?;
+            if let Some(index) = w.iter().position(|v| !v.is_finite()) {
+                return Err(Error::NonFiniteWeight {
+                    index,
+                    value: w[index],
+                });
+            }
+        }
+        if let Some(index) = src.iter().position(|v| !v.is_finite()) {
+            return Err(Error::NonFinite {
+                index,
+                value: src[index],
+            });
+        }
+        for (x, y) in src
+            .chunks_exact(n_per_row)
+            .zip(dst.chunks_exact_mut(row_size))
+        {
+            scalar::quantize_row(ty, x, imatrix, y);
+        }
+        Ok(total)
+    }
+
+    /// Dequantizes as [`crate::dequantize`] does, on this codec's path.
+    pub fn dequantize(&self, src: &[u8], dst: &mut [f32]) -> Result<()> {
+        let ty = self.ty;
+        if !scalar::can_dequantize(ty) {
+            return Err(Error::Unsupported {
+                ty,
+                op: "dequantize",
+            });
+        }
+        if src.len() % ty.type_size() != 0 {
+            return Err(Error::LengthMismatch {
+                what: "source bytes (a whole number of blocks)",
+                expected: src.len().next_multiple_of(ty.type_size()),
+                actual: src.len(),
+            });
+        }
+        let n = src.len() / ty.type_size() * ty.block_size();
+        check_len("destination elements", n, dst.len())?;
+        scalar::dequantize(ty, src, dst);
+        Ok(())
+    }
+}
+
+fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<()> {
+    if expected == actual {
+        Ok(())
+    } else {
+        Err(Error::LengthMismatch {
+            what,
+            expected,
+            actual,
+        })
+    }
+}

@@ -1,1 +1,177 @@
+//! The real ggml, linked through the crates.io package `llama-cpp-sys-2` (=0.1.161, which
+//! vendors ggml 0.26.0), behind a small safe API for parity tests, golden-vector generation
+//! and benchmarks. Nothing here reimplements ggml: every call goes to its C code.
+//!
+//! Types are passed as raw ggml type codes (`enum ggml_type`).
+
+// Force the native ggml libraries into the link.
 extern crate llama_cpp_sys_2;
+
+use std::ffi::{CStr, c_char, c_void};
+
+type ToFloat = unsafe extern "C" fn(x: *const c_void, y: *mut f32, k: i64);
+type FromFloat = unsafe extern "C" fn(x: *const f32, y: *mut c_void, k: i64);
+
+/// `struct ggml_type_traits` of `ggml.h`.
+#[repr(C)]
+struct TypeTraits {
+    type_name: *const c_char,
+    blck_size: i64,
+    blck_size_interleave: i64,
+    type_size: usize,
+    is_quantized: bool,
+    to_float: Option<ToFloat>,
+    from_float_ref: Option<FromFloat>,
+}
+
+/// `struct ggml_type_traits_cpu` of `ggml-cpu.h`.
+#[repr(C)]
+struct TypeTraitsCpu {
+    from_float: Option<FromFloat>,
+    vec_dot: *const c_void,
+    vec_dot_type: u32,
+    nrows: i64,
+}
+
+unsafe extern "C" {
+    fn ggml_get_type_traits(ty: u32) -> *const TypeTraits;
+    fn ggml_get_type_traits_cpu(ty: u32) -> *const TypeTraitsCpu;
+    fn ggml_cpu_init();
+    fn ggml_quantize_requires_imatrix(ty: u32) -> bool;
+    fn ggml_quantize_chunk(
+        ty: u32,
+        src: *const f32,
+        dst: *mut c_void,
+        start: i64,
+        nrows: i64,
+        n_per_row: i64,
+        imatrix: *const f32,
+    ) -> usize;
+    fn quantize_row_q8_K_ref(x: *const f32, y: *mut c_void, k: i64);
+    fn dequantize_row_q8_K(x: *const c_void, y: *mut f32, k: i64);
+}
+
+/// ggml's code for q8_K, which `ggml_quantize_chunk` and the type traits leave out.
+const Q8_K: u32 = 15;
+/// The number of type codes ggml defines (`GGML_TYPE_COUNT`).
+pub const TYPE_COUNT: u32 = 43;
+
+fn traits(ty: u32) -> Option<&'static TypeTraits> {
+    if ty >= TYPE_COUNT {
+        return None;
+    }
+    // SAFETY: ggml returns a pointer into its static `type_traits` table for every code
+    // below GGML_TYPE_COUNT.
+    let t = unsafe { &*ggml_get_type_traits(ty) };
+    (t.blck_size > 0).then_some(t)
+}
+
+/// Name, block size and bytes per block of a type as ggml's traits give them, or `None`
+/// for codes of removed types.
+pub fn type_info(ty: u32) -> Option<(String, usize, usize, bool)> {
+    let t = traits(ty)?;
+    // SAFETY: type_name points to a static NUL-terminated string.
+    let name = unsafe { CStr::from_ptr(t.type_name) }
+        .to_string_lossy()
+        .into_owned();
+    Some((name, t.blck_size as usize, t.type_size, t.is_quantized))
+}
+
+/// Whether ggml insists on an importance matrix for this type.
+pub fn requires_imatrix(ty: u32) -> bool {
+    // SAFETY: a pure function of the code.
+    ty < TYPE_COUNT && unsafe { ggml_quantize_requires_imatrix(ty) }
+}
+
+fn row_bytes(ty: u32, n_per_row: usize) -> usize {
+    let t = traits(ty).expect("a live ggml type");
+    assert_eq!(n_per_row % t.blck_size as usize, 0, "row not whole blocks");
+    n_per_row / t.blck_size as usize * t.type_size
+}
+
+/// `ggml_quantize_chunk(ty, src, dst, 0, nrows, n_per_row, imatrix)`; q8_K, which that
+/// function does not handle, goes to `quantize_row_q8_K_ref`.
+///
+/// Panics (instead of letting ggml abort) on lengths ggml would reject.
+pub fn quantize_chunk(ty: u32, src: &[f32], n_per_row: usize, imatrix: Option<&[f32]>) -> Vec<u8> {
+    assert!(n_per_row > 0 && src.len() % n_per_row == 0);
+    let nrows = src.len() / n_per_row;
+    let mut dst = vec![0u8; nrows * row_bytes(ty, n_per_row)];
+    if let Some(w) = imatrix {
+        assert_eq!(w.len(), n_per_row);
+    }
+    assert!(imatrix.is_some() || !requires_imatrix(ty));
+    if src.is_empty() {
+        return dst;
+    }
+    if ty == Q8_K {
+        // SAFETY: dst holds nrows * row_bytes bytes, src.len() elements are readable.
+        unsafe { quantize_row_q8_K_ref(src.as_ptr(), dst.as_mut_ptr().cast(), src.len() as i64) };
+        return dst;
+    }
+    let w = imatrix.map_or(std::ptr::null(), |w| w.as_ptr());
+    // SAFETY: lengths checked above: dst is exactly nrows rows of the type, src holds
+    // nrows * n_per_row floats, the imatrix n_per_row floats or is null.
+    let written = unsafe {
+        ggml_quantize_chunk(
+            ty,
+            src.as_ptr(),
+            dst.as_mut_ptr().cast(),
+            0,
+            nrows as i64,
+            n_per_row as i64,
+            w,
+        )
+    };
+    assert_eq!(written, dst.len());
+    dst
+}
+
+/// The type's `from_float_ref` (`quantize_row_*_ref`), over `src` as one run of blocks.
+/// `None` when ggml has no reference quantizer for the type.
+pub fn quantize_row_ref(ty: u32, src: &[f32]) -> Option<Vec<u8>> {
+    let f = if ty == Q8_K {
+        quantize_row_q8_K_ref as FromFloat
+    } else {
+        traits(ty)?.from_float_ref?
+    };
+    let mut dst = vec![0u8; row_bytes(ty, src.len())];
+    // SAFETY: dst is exactly the size of src.len() elements of the type.
+    unsafe { f(src.as_ptr(), dst.as_mut_ptr().cast(), src.len() as i64) };
+    Some(dst)
+}
+
+/// ggml-cpu's `from_float` for the type (its SIMD quantizer for this build), if any.
+pub fn quantize_row_cpu(ty: u32, src: &[f32]) -> Option<Vec<u8>> {
+    let f = cpu_from_float(ty)?;
+    let mut dst = vec![0u8; row_bytes(ty, src.len())];
+    // SAFETY: dst is exactly the size of src.len() elements of the type.
+    unsafe { f(src.as_ptr(), dst.as_mut_ptr().cast(), src.len() as i64) };
+    Some(dst)
+}
+
+fn cpu_from_float(ty: u32) -> Option<FromFloat> {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    traits(ty)?;
+    // SAFETY: ggml_cpu_init only fills ggml-cpu's lookup tables; Once serializes it.
+    INIT.call_once(|| unsafe { ggml_cpu_init() });
+    // SAFETY: a pointer into ggml-cpu's static table for a valid code.
+    unsafe { (*ggml_get_type_traits_cpu(ty)).from_float }
+}
+
+/// The type's `to_float` (`dequantize_row_*`, or `dequantize_row_q8_K` for q8_K) over
+/// whole blocks. `None` when ggml has no dequantizer for the type.
+pub fn dequantize_row(ty: u32, src: &[u8]) -> Option<Vec<f32>> {
+    let t = traits(ty)?;
+    let f = if ty == Q8_K {
+        dequantize_row_q8_K as ToFloat
+    } else {
+        t.to_float?
+    };
+    assert_eq!(src.len() % t.type_size, 0, "source not whole blocks");
+    let n = src.len() / t.type_size * t.blck_size as usize;
+    let mut dst = vec![0f32; n];
+    // SAFETY: src holds n / blck_size whole blocks, dst n floats.
+    unsafe { f(src.as_ptr().cast(), dst.as_mut_ptr(), n as i64) };
+    Some(dst)
+}

@@ -147,10 +147,7 @@ impl Codec {
     ) -> Result<usize> {
         let ty = self.ty;
         if !scalar::can_quantize(ty) {
-            return Err(Error::Unsupported {
-                ty,
-                op: "quantize",
-            });
+            return Err(Error::Unsupported { ty, op: "quantize" });
         }
         if src.is_empty() {
             check_len("destination bytes", 0, dst.len())?;
@@ -170,7 +167,11 @@ impl Codec {
             .ok_or(Error::TooLarge { ty, n: src.len() })?;
         check_len("destination bytes", total, dst.len())?;
         if let Some(w) = imatrix {
-            check_len("importance matrix length (one weight per column)", n_per_row, w.len())?;
+            check_len(
+                "importance matrix length (one weight per column)",
+                n_per_row,
+                w.len(),
+            )?;
             if let Some(index) = w.iter().position(|v| !v.is_finite()) {
                 return Err(Error::NonFiniteWeight {
                     index,

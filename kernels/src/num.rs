@@ -77,7 +77,12 @@ pub fn fp32_to_fp16(f: f32) -> u16 {
     let exp_bits = (bits >> 13) & 0x0000_7C00;
     let mantissa_bits = bits & 0x0000_0FFF;
     let nonsign = exp_bits + mantissa_bits;
-    ((sign >> 16) | if shl1_w > 0xFF00_0000 { 0x7E00 } else { nonsign }) as u16
+    ((sign >> 16)
+        | if shl1_w > 0xFF00_0000 {
+            0x7E00
+        } else {
+            nonsign
+        }) as u16
 }
 
 /// bf16 bits to f32 (a shift).

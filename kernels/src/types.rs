@@ -152,7 +152,10 @@ impl GgmlType {
     /// The type with the given name, compared case-insensitively (`Q4_K`, `q4_k`, `BF16`).
     /// Names of removed types are errors that say so.
     pub fn from_name(name: &str) -> Result<GgmlType, Error> {
-        if let Some(ty) = Self::ALL.iter().find(|t| t.name().eq_ignore_ascii_case(name)) {
+        if let Some(ty) = Self::ALL
+            .iter()
+            .find(|t| t.name().eq_ignore_ascii_case(name))
+        {
             return Ok(*ty);
         }
         for code in [4, 5, 31, 32, 33, 36, 37, 38] {
@@ -171,11 +174,7 @@ impl GgmlType {
     pub fn row_size(self, n: usize) -> Result<usize, Error> {
         let block = self.block_size();
         if n % block != 0 {
-            return Err(Error::NotBlockMultiple {
-                ty: self,
-                n,
-                block,
-            });
+            return Err(Error::NotBlockMultiple { ty: self, n, block });
         }
         (n / block)
             .checked_mul(self.type_size())

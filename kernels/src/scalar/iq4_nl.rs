@@ -1,13 +1,207 @@
-//! PLACEHOLDER iq4_nl
+//! iq4_nl: 32 weights per block, 4-bit indices into the non-linear levels
+//! [`KVALUES_IQ4NL`] times an fp16 scale. Mirrors ggml's `quantize_iq4_nl` and
+//! `dequantize_row_iq4_nl`, and holds the search both iq4 formats share,
+//! `quantize_row_iq4_nl_impl` with `best_index_int8`.
 
-use crate::blocks::BlockIq4Nl;
+use super::tables::KVALUES_IQ4NL;
+use crate::blocks::{BlockIq4Nl, QK_K};
+use crate::num::{F16Le, nearest_int};
 
-/// Quantizes one row.
-pub fn quantize_row(_x: &[f32], _w: Option<&[f32]>, _y: &mut [BlockIq4Nl]) {
-    todo!()
+const QK: usize = 32;
+
+/// ggml's `GROUP_MAX_EPS`: a sub-block whose absolute maximum is below it gets scale 0.
+const GROUP_MAX_EPS: f32 = 1e-15;
+
+/// The `ntry` that `quantize_iq4_nl` and `quantize_iq4_xs` pass: the scale search tries
+/// `2 * NTRY + 1` candidates, and the indices are always re-derived from the final scale.
+const NTRY: i32 = 7;
+
+/// `best_index_int8`: the index of the level of the sorted `val` nearest to `x` (by
+/// bisection; on an exact tie between two levels, the upper one).
+#[inline(always)]
+fn best_index_int8(val: &[i8], x: f32) -> usize {
+    let n = val.len();
+    if x <= val[0] as f32 {
+        return 0;
+    }
+    if x >= val[n - 1] as f32 {
+        return n - 1;
+    }
+    let (mut ml, mut mu) = (0, n - 1);
+    while mu - ml > 1 {
+        let mav = (ml + mu) / 2;
+        if x < val[mav] as f32 {
+            mu = mav;
+        } else {
+            ml = mav;
+        }
+    }
+    if x - (val[mu - 1] as f32) < val[mu] as f32 - x {
+        mu - 1
+    } else {
+        mu
+    }
 }
 
-/// Dequantizes.
-pub fn dequantize_row(_x: &[BlockIq4Nl], _y: &mut [f32]) {
-    todo!()
+/// What [`quantize_impl`] stores besides the packed indices.
+pub(super) struct Iq4Scales {
+    /// The (super-)block scale.
+    pub d: F16Le,
+    /// High 2 bits of the 6-bit sub-block scales (iq4_xs only; 0 for a single block).
+    pub scales_h: u16,
+    /// Low 4 bits of the sub-block scales, two per byte (iq4_xs only; 0 for a single block).
+    pub scales_l: [u8; QK_K / 64],
+}
+
+/// `quantize_row_iq4_nl_impl` with `block_size = 32`, `values = kvalues_iq4nl` and
+/// `ntry = 7`, over one (super-)block `x` of 32 (iq4_nl) or 256 (iq4_xs) weights, with the
+/// importance weights `qw` of the same span if any. Writes the packed indices to `q4`
+/// (`x.len() / 2` bytes: per 32 weights, element `j` in the low nibble of byte `j` and
+/// element `j + 16` in its high nibble).
+pub(super) fn quantize_impl(x: &[f32], qw: Option<&[f32]>, q4: &mut [u8]) -> Iq4Scales {
+    let values = &KVALUES_IQ4NL;
+    let super_block_size = x.len();
+    let nb = super_block_size / QK;
+
+    let mut sigma2 = 0.0f32;
+    for &v in x {
+        sigma2 += v * v;
+    }
+    sigma2 *= 2.0 / super_block_size as f32;
+
+    let mut scales = [0.0f32; QK_K / QK];
+    let mut weight = [0.0f32; QK];
+    let mut max_scale = 0.0f32;
+    let mut amax_scale = 0.0f32;
+    for ib in 0..nb {
+        let xb = &x[ib * QK..(ib + 1) * QK];
+        match qw {
+            Some(qw) => {
+                let qw = &qw[ib * QK..(ib + 1) * QK];
+                for j in 0..QK {
+                    weight[j] = qw[j] * (sigma2 + xb[j] * xb[j]).sqrt();
+                }
+            }
+            None => {
+                for j in 0..QK {
+                    weight[j] = xb[j] * xb[j];
+                }
+            }
+        }
+        let mut amax = 0.0f32;
+        let mut max = 0.0f32;
+        for &v in xb {
+            let ax = v.abs();
+            if ax > amax {
+                amax = ax;
+                max = v;
+            }
+        }
+        if amax < GROUP_MAX_EPS {
+            scales[ib] = 0.0;
+            continue;
+        }
+        // ggml also records the indices of this first pass, but with ntry > 0 they are
+        // always recomputed below.
+        let mut d = -max / values[0] as f32;
+        let mut id = 1.0 / d;
+        let mut sumqx = 0.0f32;
+        let mut sumq2 = 0.0f32;
+        for j in 0..QK {
+            let al = id * xb[j];
+            let q = values[best_index_int8(values, al)] as f32;
+            let w = weight[j];
+            sumqx += w * q * xb[j];
+            sumq2 += w * q * q;
+        }
+        d = if sumq2 > 0.0 { sumqx / sumq2 } else { 0.0 };
+        let mut best = d * sumqx;
+        for itry in -NTRY..=NTRY {
+            id = (itry + values[0] as i32) as f32 / max;
+            sumqx = 0.0;
+            sumq2 = 0.0;
+            for j in 0..QK {
+                let al = id * xb[j];
+                let q = values[best_index_int8(values, al)] as f32;
+                let w = weight[j];
+                sumqx += w * q * xb[j];
+                sumq2 += w * q * q;
+            }
+            if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
+                d = sumqx / sumq2;
+                best = d * sumqx;
+            }
+        }
+        scales[ib] = d;
+        let abs_d = d.abs();
+        if abs_d > amax_scale {
+            amax_scale = abs_d;
+            max_scale = d;
+        }
+    }
+
+    let mut l_all = [0u8; QK_K];
+    let l_all = &mut l_all[..super_block_size];
+    let mut out = Iq4Scales {
+        d: F16Le::from_f32(0.0),
+        scales_h: 0,
+        scales_l: [0; QK_K / 64],
+    };
+    if nb > 1 {
+        let d = -max_scale / 32.0;
+        out.d = F16Le::from_f32(d);
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        for ib in 0..nb {
+            let mut l = nearest_int(id * scales[ib]).clamp(-32, 31);
+            let dl = d * l as f32;
+            let idl = if dl != 0.0 { 1.0 / dl } else { 0.0 };
+            let xb = &x[ib * QK..(ib + 1) * QK];
+            for (lj, &v) in l_all[ib * QK..(ib + 1) * QK].iter_mut().zip(xb) {
+                *lj = best_index_int8(values, idl * v) as u8;
+            }
+            l += 32;
+            let l_l = (l & 0xf) as u8;
+            let l_h = (l >> 4) as u16;
+            out.scales_l[ib / 2] |= l_l << (4 * (ib % 2));
+            out.scales_h |= l_h << (2 * (ib % 8));
+        }
+    } else {
+        out.d = F16Le::from_f32(scales[0]);
+        let id = if scales[0] != 0.0 {
+            1.0 / scales[0]
+        } else {
+            0.0
+        };
+        for (lj, &v) in l_all.iter_mut().zip(x) {
+            *lj = best_index_int8(values, id * v) as u8;
+        }
+    }
+
+    for (q, l) in q4.chunks_exact_mut(16).zip(l_all.chunks_exact(32)) {
+        for j in 0..16 {
+            q[j] = l[j] | (l[j + 16] << 4);
+        }
+    }
+    out
+}
+
+/// One row as `quantize_iq4_nl` does it (with or without importance weights; ggml's
+/// `quantize_row_iq4_nl_ref`, which searches differently, is not what
+/// `ggml_quantize_chunk` runs).
+pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockIq4Nl]) {
+    for (ib, (xb, block)) in x.chunks_exact(QK).zip(y.iter_mut()).enumerate() {
+        let qw = imatrix.map(|w| &w[ib * QK..(ib + 1) * QK]);
+        block.d = quantize_impl(xb, qw, &mut block.qs).d;
+    }
+}
+
+/// `dequantize_row_iq4_nl`: `d * kvalues_iq4nl[index]`.
+pub fn dequantize_row(x: &[BlockIq4Nl], y: &mut [f32]) {
+    for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK)) {
+        let d = block.d.to_f32();
+        for j in 0..QK / 2 {
+            yb[j] = d * KVALUES_IQ4NL[(block.qs[j] & 0xf) as usize] as f32;
+            yb[j + QK / 2] = d * KVALUES_IQ4NL[(block.qs[j] >> 4) as usize] as f32;
+        }
+    }
 }

@@ -11,6 +11,7 @@ use crate::blocks::Block;
 
 pub mod float;
 pub mod kquant;
+mod kquant_pending;
 pub mod tables;
 
 pub mod iq1_m;
@@ -166,5 +167,28 @@ pub fn dequantize(ty: GgmlType, x: &[u8], y: &mut [f32]) {
         IQ1_S => dq(iq1_s::dequantize_row, x, y),
         IQ1_M => dq(iq1_m::dequantize_row, x, y),
         _ => unreachable!("no scalar dequantizer for {ty}; checked by can_dequantize"),
+    }
+}
+
+/// Runs `f(block_x, block_weights, block)` over the blocks of one row, with the weights
+/// the legacy `quantize_row_*_impl` functions derive from the importance matrix `qw`:
+/// `qw[j] * sqrt(sigma2 + x[j]^2)`, `sigma2` the row's mean square.
+fn weighted_blocks<B: Block>(
+    x: &[f32],
+    qw: &[f32],
+    y: &mut [B],
+    mut f: impl FnMut(&[f32], &[f32], &mut B),
+) {
+    let mut sum_x2 = 0.0f32;
+    for &v in x {
+        sum_x2 += v * v;
+    }
+    let sigma2 = sum_x2 / x.len() as f32;
+    let mut weight = vec![0.0f32; B::SIZE];
+    for ((xb, qb), block) in x.chunks_exact(B::SIZE).zip(qw.chunks_exact(B::SIZE)).zip(y) {
+        for ((w, &q), &v) in weight.iter_mut().zip(qb).zip(xb) {
+            *w = q * (sigma2 + v * v).sqrt();
+        }
+        f(xb, &weight, block);
     }
 }

@@ -1,0 +1,253 @@
+//! Live parity: quantforge's scalar codecs against the real ggml, byte for byte.
+//!
+//! For every type and direction, proptest generates adversarial rows (zeros, constants,
+//! one huge outlier, +v/-v ties for the maximum, values on k.5 after scaling, subnormals,
+//! magnitudes from 1e-30 to 1e30, and rows mixing all of these block by block) and random
+//! importance matrices (zeros included). `QF_PARITY_CASES` sets the number of cases per
+//! test (each case holds `ROWS` rows); the default gives 2,000 rows per type and direction.
+
+use ggml_ref as ggml;
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use quantforge_kernels::{GgmlType, Isa, scalar};
+
+const ROWS: usize = 4;
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("QF_PARITY_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// One 32-element chunk of an adversarial row.
+fn chunk() -> impl Strategy<Value = Vec<f32>> {
+    let scale = (-30i32..=30).prop_map(|e| 10f32.powi(e));
+    prop_oneof![
+        Just(vec![0.0f32; 32]),
+        (-1e3f32..1e3).prop_map(|c| vec![c; 32]),
+        (scale.clone(), prop::collection::vec(-1.0f32..1.0, 32))
+            .prop_map(|(s, v)| v.into_iter().map(|x| x * s).collect()),
+        // one huge outlier among small values
+        (
+            prop::collection::vec(-1.0f32..1.0, 32),
+            0usize..32,
+            -1e6f32..1e6
+        )
+            .prop_map(|(mut v, i, big)| {
+                v[i] = big;
+                v
+            }),
+        // +v and -v both present as the absolute maximum, in either order
+        (
+            prop::collection::vec(-0.99f32..0.99, 32),
+            0usize..32,
+            0usize..32,
+            0.5f32..4.0
+        )
+            .prop_map(|(mut v, i, j, m)| {
+                let k = if i == j { (j + 1) % 32 } else { j };
+                for x in v.iter_mut() {
+                    *x *= m;
+                }
+                v[i] = m;
+                v[k] = -m;
+                v
+            }),
+        // values that land on k.5 after scaling: halves and integers up to a nice maximum
+        (
+            prop::collection::vec(-16i32..=16, 32),
+            prop::sample::select(vec![1.0f32, 0.5, 0.25, 2.0, 127.0 / 16.0])
+        )
+            .prop_map(|(v, s)| v.into_iter().map(|k| (k as f32 + 0.5) * s).collect()),
+        // integers, exactly representable multiples
+        prop::collection::vec(-127i32..=127, 32)
+            .prop_map(|v| v.into_iter().map(|k| k as f32).collect()),
+        // subnormals and tiny values, with zeros
+        prop::collection::vec(
+            prop_oneof![
+                Just(0.0f32),
+                -1e-38f32..1e-38,
+                (1u32..0x007f_ffff).prop_map(f32::from_bits)
+            ],
+            32
+        ),
+        // any finite bit pattern
+        prop::collection::vec(
+            any::<u32>().prop_map(|b| {
+                let f = f32::from_bits(b);
+                if f.is_finite() { f } else { 0.0 }
+            }),
+            32
+        ),
+    ]
+}
+
+/// `ROWS` rows of `n_per_row` elements, each a concatenation of adversarial chunks.
+fn rows(n_per_row: usize) -> impl Strategy<Value = Vec<f32>> {
+    prop::collection::vec(chunk(), ROWS * n_per_row / 32).prop_map(|c| c.concat())
+}
+
+fn imatrix(n_per_row: usize) -> impl Strategy<Value = Vec<f32>> {
+    prop::collection::vec(
+        prop_oneof![Just(0.0f32), 0.0f32..1.0, 0.0f32..1e4, 1e-20f32..1e-10],
+        n_per_row,
+    )
+}
+
+/// Row lengths that exercise one and several blocks of the type.
+fn row_lengths(ty: GgmlType) -> Vec<usize> {
+    let b = ty.block_size().max(32);
+    vec![b, 2 * b, 3 * b]
+}
+
+fn ours_quantize(ty: GgmlType, x: &[f32], n: usize, w: Option<&[f32]>) -> Vec<u8> {
+    let mut dst = vec![0u8; x.len() / n * ty.row_size(n).unwrap()];
+    quantforge_kernels::Codec::new(ty, Isa::Scalar)
+        .unwrap()
+        .quantize(x, n, w, &mut dst)
+        .unwrap();
+    dst
+}
+
+fn check_quantize(
+    ty: GgmlType,
+    x: &[f32],
+    n: usize,
+    w: Option<&[f32]>,
+) -> Result<(), TestCaseError> {
+    let theirs = ggml::quantize_chunk(ty.code(), x, n, w);
+    let ours = ours_quantize(ty, x, n, w);
+    if ours != theirs {
+        let bs = ty.type_size();
+        let first = ours
+            .chunks(bs)
+            .zip(theirs.chunks(bs))
+            .position(|(a, b)| a != b)
+            .unwrap();
+        let per_block = ty.block_size();
+        return Err(TestCaseError::fail(format!(
+            "{ty} n_per_row={n} imatrix={}: block {first} differs\n ours  {:02x?}\n ggml  {:02x?}\n input {:?}\n weights {:?}",
+            w.is_some(),
+            &ours[first * bs..(first + 1) * bs],
+            &theirs[first * bs..(first + 1) * bs],
+            &x[first * per_block..(first + 1) * per_block],
+            w.map(|w| {
+                let r = (first * per_block) % n;
+                w[r..r + per_block].to_vec()
+            })
+        )));
+    }
+    Ok(())
+}
+
+fn check_dequantize(ty: GgmlType, bytes: &[u8]) -> Result<(), TestCaseError> {
+    let theirs = ggml::dequantize_row(ty.code(), bytes).expect("ggml dequantizes this type");
+    let mut ours = vec![0f32; theirs.len()];
+    quantforge_kernels::Codec::new(ty, Isa::Scalar)
+        .unwrap()
+        .dequantize(bytes, &mut ours)
+        .unwrap();
+    if let Some(i) = ours
+        .iter()
+        .zip(&theirs)
+        .position(|(a, b)| a.to_bits() != b.to_bits())
+    {
+        let b = i / ty.block_size();
+        let bs = ty.type_size();
+        return Err(TestCaseError::fail(format!(
+            "{ty}: element {i} ours {:e} ({:#x}) ggml {:e} ({:#x}); block {:02x?}",
+            ours[i],
+            ours[i].to_bits(),
+            theirs[i],
+            theirs[i].to_bits(),
+            &bytes[b * bs..(b + 1) * bs]
+        )));
+    }
+    Ok(())
+}
+
+macro_rules! parity {
+    ($($name:ident: $ty:ident),* $(,)?) => { $(
+        mod $name {
+            use super::*;
+            const TY: GgmlType = GgmlType::$ty;
+
+            fn lengths() -> impl Strategy<Value = usize> {
+                prop::sample::select(row_lengths(TY))
+            }
+
+            proptest! {
+                #![proptest_config(config())]
+
+                #[test]
+                fn quantize_plain((n, x) in lengths().prop_flat_map(|n| (Just(n), rows(n)))) {
+                    prop_assume!(scalar::can_quantize(TY));
+                    check_quantize(TY, &x, n, None)?;
+                }
+
+                #[test]
+                fn quantize_imatrix((n, x, w) in lengths().prop_flat_map(|n| (Just(n), rows(n), imatrix(n)))) {
+                    prop_assume!(scalar::can_quantize(TY));
+                    check_quantize(TY, &x, n, Some(&w))?;
+                }
+
+                #[test]
+                fn dequantize_random_blocks(bytes in prop::collection::vec(any::<u8>(), TY.type_size() * ROWS * 2)) {
+                    check_dequantize(TY, &bytes)?;
+                }
+
+                #[test]
+                fn dequantize_ggml_blocks((n, x, w) in lengths().prop_flat_map(|n| (Just(n), rows(n), imatrix(n)))) {
+                    // Blocks as ggml's own quantizer writes them (i-quants need the imatrix).
+                    let bytes = ggml::quantize_chunk(TY.code(), &x, n, Some(&w));
+                    check_dequantize(TY, &bytes)?;
+                }
+            }
+        }
+    )* };
+}
+
+parity! {
+    f16: F16, bf16: BF16,
+    q1_0: Q1_0, q2_0: Q2_0, q4_0: Q4_0, q4_1: Q4_1, q5_0: Q5_0, q5_1: Q5_1, q8_0: Q8_0,
+    mxfp4: MXFP4, nvfp4: NVFP4, tq1_0: TQ1_0, tq2_0: TQ2_0,
+    q2_k: Q2_K, q3_k: Q3_K, q4_k: Q4_K, q5_k: Q5_K, q6_k: Q6_K, q8_k: Q8_K,
+    iq4_nl: IQ4_NL, iq4_xs: IQ4_XS,
+    iq2_xxs: IQ2_XXS, iq2_xs: IQ2_XS, iq2_s: IQ2_S, iq3_xxs: IQ3_XXS, iq3_s: IQ3_S,
+    iq1_s: IQ1_S, iq1_m: IQ1_M,
+}
+
+/// The catalogue agrees with ggml's type traits for every code.
+#[test]
+fn catalogue_matches_ggml() {
+    for code in 0..ggml::TYPE_COUNT {
+        match (GgmlType::from_code(code), ggml::type_info(code)) {
+            (Ok(ty), Some((name, block, size, quantized))) => {
+                assert_eq!(ty.name(), name, "code {code}");
+                assert_eq!(ty.block_size(), block, "{name}");
+                assert_eq!(ty.type_size(), size, "{name}");
+                assert_eq!(ty.is_quantized(), quantized, "{name}");
+            }
+            (Err(_), None) => {}
+            (ours, theirs) => panic!("code {code}: ours {ours:?}, ggml {theirs:?}"),
+        }
+    }
+}
+
+/// Every type ggml can dequantize, we can, and the same for ggml's quantizers.
+#[test]
+fn coverage_matches_ggml() {
+    for &ty in GgmlType::ALL {
+        let ggml_dequantizes = ggml::dequantize_row(ty.code(), &[]).is_some();
+        assert!(
+            !ggml_dequantizes || scalar::can_dequantize(ty),
+            "{ty} dequantize"
+        );
+    }
+}

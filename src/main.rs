@@ -1,1 +1,7 @@
-fn main() {}
+//! The `quantforge` command.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    quantforge::cli::main()
+}

@@ -4,6 +4,8 @@
 //!
 //! Types are passed as raw ggml type codes (`enum ggml_type`).
 
+pub mod golden;
+
 // Force the native ggml libraries into the link.
 extern crate llama_cpp_sys_2;
 
@@ -51,6 +53,8 @@ unsafe extern "C" {
     fn dequantize_row_q8_K(x: *const c_void, y: *mut f32, k: i64);
 }
 
+/// ggml's code for q8_1, which `ggml_quantize_chunk` leaves out.
+const Q8_1: u32 = 9;
 /// ggml's code for q8_K, which `ggml_quantize_chunk` and the type traits leave out.
 const Q8_K: u32 = 15;
 /// The number of type codes ggml defines (`GGML_TYPE_COUNT`).
@@ -89,12 +93,12 @@ fn row_bytes(ty: u32, n_per_row: usize) -> usize {
     n_per_row / t.blck_size as usize * t.type_size
 }
 
-/// `ggml_quantize_chunk(ty, src, dst, 0, nrows, n_per_row, imatrix)`; q8_K, which that
-/// function does not handle, goes to `quantize_row_q8_K_ref`.
+/// `ggml_quantize_chunk(ty, src, dst, 0, nrows, n_per_row, imatrix)`; q8_1 and q8_K,
+/// which that function does not handle, go to their `quantize_row_*_ref`.
 ///
 /// Panics (instead of letting ggml abort) on lengths ggml would reject.
 pub fn quantize_chunk(ty: u32, src: &[f32], n_per_row: usize, imatrix: Option<&[f32]>) -> Vec<u8> {
-    assert!(n_per_row > 0 && src.len() % n_per_row == 0);
+    assert!(n_per_row > 0 && src.len().is_multiple_of(n_per_row));
     let nrows = src.len() / n_per_row;
     let mut dst = vec![0u8; nrows * row_bytes(ty, n_per_row)];
     if let Some(w) = imatrix {
@@ -104,10 +108,8 @@ pub fn quantize_chunk(ty: u32, src: &[f32], n_per_row: usize, imatrix: Option<&[
     if src.is_empty() {
         return dst;
     }
-    if ty == Q8_K {
-        // SAFETY: dst holds nrows * row_bytes bytes, src.len() elements are readable.
-        unsafe { quantize_row_q8_K_ref(src.as_ptr(), dst.as_mut_ptr().cast(), src.len() as i64) };
-        return dst;
+    if ty == Q8_K || ty == Q8_1 {
+        return quantize_row_ref(ty, src).expect("q8_1 and q8_K have reference quantizers");
     }
     let w = imatrix.map_or(std::ptr::null(), |w| w.as_ptr());
     // SAFETY: lengths checked above: dst is exactly nrows rows of the type, src holds

@@ -153,7 +153,7 @@ impl Codec {
             check_len("destination bytes", 0, dst.len())?;
             return Ok(0);
         }
-        if n_per_row == 0 || src.len() % n_per_row != 0 {
+        if n_per_row == 0 || !src.len().is_multiple_of(n_per_row) {
             return Err(Error::LengthMismatch {
                 what: "source length (a whole number of rows)",
                 expected: src.len().next_multiple_of(n_per_row.max(1)),
@@ -203,7 +203,7 @@ impl Codec {
                 op: "dequantize",
             });
         }
-        if src.len() % ty.type_size() != 0 {
+        if !src.len().is_multiple_of(ty.type_size()) {
             return Err(Error::LengthMismatch {
                 what: "source bytes (a whole number of blocks)",
                 expected: src.len().next_multiple_of(ty.type_size()),

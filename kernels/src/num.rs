@@ -138,7 +138,7 @@ fn ldexp_exact(v: f32, e: i32) -> f32 {
 /// f32 to UE4M3 as `ggml_fp32_to_ue4m3`: clamp to 448, round half up on the mantissa.
 #[inline(always)]
 pub fn fp32_to_ue4m3(mut x: f32) -> u8 {
-    if !(x > 0.0) {
+    if x.is_nan() || x <= 0.0 {
         return 0;
     }
     if x > 448.0 {
@@ -263,7 +263,9 @@ mod tests {
 
     #[test]
     fn ue4m3_round_trips_its_own_values() {
-        for x in 1u8..0x7F {
+        // ggml's encoder saturates every value with exponent field 15 to 0x7E (448).
+        assert_eq!(fp32_to_ue4m3(256.0), 0x7E);
+        for x in 1u8..0x78 {
             let v = ue4m3_to_fp32(x) * 2.0;
             assert_eq!(fp32_to_ue4m3(v), x, "{x:#x} -> {v}");
         }

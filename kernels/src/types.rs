@@ -173,7 +173,7 @@ impl GgmlType {
     /// Bytes a row of `n` elements occupies; an error unless `n` is a whole number of blocks.
     pub fn row_size(self, n: usize) -> Result<usize, Error> {
         let block = self.block_size();
-        if n % block != 0 {
+        if !n.is_multiple_of(block) {
             return Err(Error::NotBlockMultiple { ty: self, n, block });
         }
         (n / block)

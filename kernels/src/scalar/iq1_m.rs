@@ -11,8 +11,8 @@ use crate::num::fp16_to_fp32;
 
 /// `dequantize_row_iq1_m`: the scales are four little-endian u16 `sc`; the fp16 scale
 /// `d` is the top nibbles of `sc[0..4]`, lowest first (ggml's `iq1m_scale_t` union);
-/// sub-block `ib` has scales `d * (2s + 1)` with `s` the bits `6(ib % 2)..+3` (first
-/// half) and `6(ib % 2) + 3..+3` (second half) of `sc[ib / 2]`. Each byte of `qh` holds
+/// sub-block `ib` has scales `d * (2s + 1)`, `s` the 3 bits of `sc[ib / 2]` from bit
+/// `6 * (ib % 2)` (first half) and from bit `6 * (ib % 2) + 3` (second half). Each byte of `qh` holds
 /// index bits 8-10 and the delta sign (bit 3) of one group in its low nibble, and of the
 /// next group in its high nibble.
 pub fn dequantize_row(x: &[BlockIq1M], y: &mut [f32]) {
@@ -89,10 +89,10 @@ mod tests {
     #[test]
     fn scale_nibbles_assemble_lowest_first() {
         // fp16 0x3b21 = 0.89111328125: nibbles 1, 2, 0xb, 3 from sc[0], sc[1], sc[2], sc[3].
-        // All sub-block scales 0 -> dl = d; grid 0 (all -1) + 0.125 = -0.875.
+        // All sub-block scales 0 -> dl = d; grid 0 (all -1) + 0.125 = -0.875; 1825/2048 * -7/8.
         let block = block_with_scales([0x1000, 0x2000, 0xb000, 0x3000]);
         let mut y = [0.0f32; QK_K];
         dequantize_row(&[block], &mut y);
-        assert!(y.iter().all(|&v| v == -0.779_724_121_093_75), "{}", y[0]);
+        assert!(y.iter().all(|&v| v == -12775.0 / 16384.0), "{}", y[0]);
     }
 }

@@ -205,3 +205,104 @@ pub fn dequantize_row(x: &[BlockIq4Nl], y: &mut [f32]) {
         }
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// A deterministic pseudo-random row, roughly uniform in [-scale, scale).
+    pub(in crate::scalar) fn noise(n: usize, seed: u32, scale: f32) -> Vec<f32> {
+        let mut s = seed.max(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s as f32 / u32::MAX as f32 * 2.0 - 1.0) * scale
+            })
+            .collect()
+    }
+
+    #[test]
+    fn best_index_picks_nearest_level() {
+        let v = &KVALUES_IQ4NL;
+        assert_eq!(best_index_int8(v, -1000.0), 0);
+        assert_eq!(best_index_int8(v, 1000.0), 15);
+        assert_eq!(best_index_int8(v, 0.0), 8);
+        assert_eq!(best_index_int8(v, -4.6), 7);
+        assert_eq!(best_index_int8(v, -4.4), 8);
+        // Exact midpoint of -10 and 1: the upper level.
+        assert_eq!(best_index_int8(v, -4.5), 8);
+        assert_eq!(best_index_int8(v, 100.0), 14);
+        assert_eq!(best_index_int8(v, 102.0), 15);
+        for (i, &k) in v.iter().enumerate() {
+            assert_eq!(best_index_int8(v, k as f32), i);
+        }
+    }
+
+    #[test]
+    fn zero_row_gives_zero_scale_and_middle_indices() {
+        let x = [0.0f32; 64];
+        let mut y = [<BlockIq4Nl as bytemuck::Zeroable>::zeroed(); 2];
+        quantize_row(&x, None, &mut y);
+        for block in &y {
+            assert_eq!(block.d.bits(), 0);
+            // best_index_int8(0) = 8 (level 1).
+            assert_eq!(block.qs, [0x88; 16]);
+        }
+        let mut back = [1.0f32; 64];
+        dequantize_row(&y, &mut back);
+        assert!(back.iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn zero_importance_gives_zero_scale() {
+        let x = noise(32, 7, 1.0);
+        let mut y = [<BlockIq4Nl as bytemuck::Zeroable>::zeroed()];
+        quantize_row(&x, Some(&[0.0; 32]), &mut y);
+        assert_eq!(y[0].d.bits(), 0);
+        assert_eq!(y[0].qs, [0x88; 16]);
+        quantize_row(&x, None, &mut y);
+        assert_ne!(y[0].d.bits(), 0);
+    }
+
+    #[test]
+    fn representable_block_round_trips_exactly() {
+        // Every level once, times 0.5, in a scrambled order, twice.
+        let x: Vec<f32> = (0..32)
+            .map(|j| KVALUES_IQ4NL[(j * 7 + 3) % 16] as f32 * 0.5)
+            .collect();
+        for w in [None, Some(&[1.0f32; 32][..])] {
+            let mut y = [<BlockIq4Nl as bytemuck::Zeroable>::zeroed()];
+            quantize_row(&x, w, &mut y);
+            assert_eq!(y[0].d.to_f32(), 0.5);
+            let mut back = [0.0f32; 32];
+            dequantize_row(&y, &mut back);
+            assert_eq!(back[..], x[..]);
+        }
+    }
+
+    #[test]
+    fn round_trip_error_is_small() {
+        let x = noise(32 * 64, 12345, 3.0);
+        let w: Vec<f32> = noise(x.len(), 99, 1.0)
+            .iter()
+            .map(|v| v.abs() + 0.1)
+            .collect();
+        for imatrix in [None, Some(&w[..])] {
+            let mut y = vec![<BlockIq4Nl as bytemuck::Zeroable>::zeroed(); 64];
+            quantize_row(&x, imatrix, &mut y);
+            let mut back = vec![0.0f32; x.len()];
+            dequantize_row(&y, &mut back);
+            for (xb, bb) in x.chunks(32).zip(back.chunks(32)) {
+                let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                let err2: f32 = xb.iter().zip(bb).map(|(a, b)| (a - b) * (a - b)).sum();
+                let rms = (err2 / 32.0).sqrt();
+                assert!(rms < 0.06 * amax, "rms {rms} amax {amax}");
+                for (a, b) in xb.iter().zip(bb) {
+                    assert!((a - b).abs() <= 0.2 * amax, "{a} -> {b}");
+                }
+            }
+        }
+    }
+}

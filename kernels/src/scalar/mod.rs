@@ -11,7 +11,6 @@ use crate::blocks::Block;
 
 pub mod float;
 pub mod kquant;
-mod kquant_pending;
 pub mod tables;
 
 pub mod iq1_m;

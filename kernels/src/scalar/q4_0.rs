@@ -1,7 +1,7 @@
 //! q4_0: 32 weights per block, 4-bit codes 0..15 meaning `(q - 8) * d`.
 //! Mirrors `quantize_row_q4_0_ref`, `quantize_row_q4_0_impl` and `dequantize_row_q4_0`.
 
-use super::kquant_pending::make_qx_quants;
+use super::kquant::make_qx_quants;
 use super::weighted_blocks;
 use crate::blocks::BlockQ4_0;
 use crate::num::{F16Le, c_byte};

@@ -1,7 +1,7 @@
 //! q4_1: 32 weights per block, 4-bit codes meaning `q * d + m`.
 //! Mirrors `quantize_row_q4_1_ref`, `quantize_row_q4_1_impl` and `dequantize_row_q4_1`.
 
-use super::kquant_pending::make_qkx3_quants;
+use super::kquant::make_qkx3_quants;
 use super::weighted_blocks;
 use crate::blocks::BlockQ4_1;
 use crate::num::{F16Le, c_byte};

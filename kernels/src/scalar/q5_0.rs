@@ -1,7 +1,7 @@
 //! q5_0: 32 weights per block, 5-bit codes meaning `(q - 16) * d`.
 //! Mirrors `quantize_row_q5_0_ref`, `quantize_row_q5_0_impl` and `dequantize_row_q5_0`.
 
-use super::kquant_pending::make_qx_quants;
+use super::kquant::make_qx_quants;
 use super::weighted_blocks;
 use crate::blocks::BlockQ5_0;
 use crate::num::{F16Le, c_byte};

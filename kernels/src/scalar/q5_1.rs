@@ -1,7 +1,7 @@
 //! q5_1: 32 weights per block, 5-bit codes meaning `q * d + m`.
 //! Mirrors `quantize_row_q5_1_ref`, `quantize_row_q5_1_impl` and `dequantize_row_q5_1`.
 
-use super::kquant_pending::make_qkx3_quants;
+use super::kquant::make_qkx3_quants;
 use super::q4_1::min_max;
 use super::q5_0::{pack5, unpack5};
 use super::weighted_blocks;

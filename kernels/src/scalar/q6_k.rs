@@ -166,7 +166,7 @@ mod tests {
         let mut b = BlockQ6K::zeroed();
         b.d = F16Le::from_f32(0.5);
         b.scales[0] = -3;
-        b.scales[14] = 7; // group 1, second half of the values at 64.. (k = 2)
+        b.scales[13] = 7; // sub-block 13: group 1, values 64..96 of it, second half
         b.ql[0] = 0x0F; // element 0: low nibble 15
         b.qh[0] = 0b10; // element 0: high bits 2 -> q = 47 - 32
         b.ql[64 + 16] = 0x50; // group 1, element 128 + 64 + 16: low nibble 5

@@ -43,7 +43,7 @@ fn pack5(xs: &[f32], id: f32, out: &mut [u8]) {
 /// the top bits: `ceil(q * 256 / 243)`.
 #[inline(always)]
 fn ceil_to_byte(q: u8) -> u8 {
-    ((q as u32 * 256 + 242) / 243) as u8
+    (q as u32 * 256).div_ceil(243) as u8
 }
 
 /// `dequantize_row_tq1_0`.

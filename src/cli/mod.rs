@@ -1,0 +1,43 @@
+//! Command-line interface: one module per subcommand, parsed with clap.
+//!
+//! Exit codes: 0 on success, 2 for bad input or usage (with a one-line reason on
+//! stderr), 1 for internal errors.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod codec;
+mod types;
+
+/// quantforge: ggml block-format quantization, byte-identical to ggml.
+#[derive(Parser, Debug)]
+#[command(name = "quantforge", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Quantize or dequantize raw little-endian files with one codec.
+    #[command(subcommand)]
+    Codec(codec::CodecCommand),
+    /// List every ggml type: code, name, block size, bytes, bits per weight, support.
+    Types,
+}
+
+/// Runs the command line of this process and returns its exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Codec(cmd) => codec::run(cmd),
+        Command::Types => types::run(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("quantforge: error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! `quantforge types`: the type catalogue as a table.
+
+use quantforge_kernels::{GgmlType, can_dequantize, can_quantize, uses_imatrix};
+
+pub fn run() -> anyhow::Result<()> {
+    println!(
+        "{:>4}  {:<8} {:>6} {:>6} {:>7}  {:<8} {:<10} {:<7}",
+        "code", "name", "block", "bytes", "bpw", "quantize", "dequantize", "imatrix"
+    );
+    let yes = |b: bool| if b { "yes" } else { "-" };
+    for &ty in GgmlType::ALL {
+        println!(
+            "{:>4}  {:<8} {:>6} {:>6} {:>7.4}  {:<8} {:<10} {:<7}",
+            ty.code(),
+            ty.name(),
+            ty.block_size(),
+            ty.type_size(),
+            ty.bits_per_weight(),
+            yes(can_quantize(ty)),
+            yes(can_dequantize(ty)),
+            yes(uses_imatrix(ty)),
+        );
+    }
+    Ok(())
+}

@@ -99,17 +99,40 @@ fn row_bytes(ty: u32, n_per_row: usize) -> usize {
 /// Panics (instead of letting ggml abort) on lengths ggml would reject.
 pub fn quantize_chunk(ty: u32, src: &[f32], n_per_row: usize, imatrix: Option<&[f32]>) -> Vec<u8> {
     assert!(n_per_row > 0 && src.len().is_multiple_of(n_per_row));
+    let mut dst = vec![0u8; src.len() / n_per_row * row_bytes(ty, n_per_row)];
+    quantize_chunk_into(ty, src, n_per_row, imatrix, &mut dst);
+    dst
+}
+
+/// [`quantize_chunk`] into a caller's buffer of exactly the right size (for benchmarks).
+pub fn quantize_chunk_into(
+    ty: u32,
+    src: &[f32],
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+    dst: &mut [u8],
+) {
+    assert!(n_per_row > 0 && src.len().is_multiple_of(n_per_row));
     let nrows = src.len() / n_per_row;
-    let mut dst = vec![0u8; nrows * row_bytes(ty, n_per_row)];
+    assert_eq!(dst.len(), nrows * row_bytes(ty, n_per_row));
     if let Some(w) = imatrix {
         assert_eq!(w.len(), n_per_row);
     }
     assert!(imatrix.is_some() || !requires_imatrix(ty));
     if src.is_empty() {
-        return dst;
+        return;
     }
     if ty == Q8_K || ty == Q8_1 {
-        return quantize_row_ref(ty, src).expect("q8_1 and q8_K have reference quantizers");
+        let f = if ty == Q8_K {
+            quantize_row_q8_K_ref as FromFloat
+        } else {
+            traits(ty)
+                .and_then(|t| t.from_float_ref)
+                .expect("q8_1 has a reference quantizer")
+        };
+        // SAFETY: dst is exactly the size of src.len() elements of the type.
+        unsafe { f(src.as_ptr(), dst.as_mut_ptr().cast(), src.len() as i64) };
+        return;
     }
     let w = imatrix.map_or(std::ptr::null(), |w| w.as_ptr());
     // SAFETY: lengths checked above: dst is exactly nrows rows of the type, src holds
@@ -126,7 +149,6 @@ pub fn quantize_chunk(ty: u32, src: &[f32], n_per_row: usize, imatrix: Option<&[
         )
     };
     assert_eq!(written, dst.len());
-    dst
 }
 
 /// The type's `from_float_ref` (`quantize_row_*_ref`), over `src` as one run of blocks.
@@ -143,13 +165,16 @@ pub fn quantize_row_ref(ty: u32, src: &[f32]) -> Option<Vec<u8>> {
     Some(dst)
 }
 
-/// ggml-cpu's `from_float` for the type (its SIMD quantizer for this build), if any.
-pub fn quantize_row_cpu(ty: u32, src: &[f32]) -> Option<Vec<u8>> {
-    let f = cpu_from_float(ty)?;
-    let mut dst = vec![0u8; row_bytes(ty, src.len())];
+/// ggml-cpu's `from_float` for the type (its SIMD quantizer in this build) into `dst`,
+/// exactly the size of `src`'s blocks; false when ggml-cpu has none for the type.
+pub fn quantize_row_cpu_into(ty: u32, src: &[f32], dst: &mut [u8]) -> bool {
+    let Some(f) = cpu_from_float(ty) else {
+        return false;
+    };
+    assert_eq!(dst.len(), row_bytes(ty, src.len()));
     // SAFETY: dst is exactly the size of src.len() elements of the type.
     unsafe { f(src.as_ptr(), dst.as_mut_ptr().cast(), src.len() as i64) };
-    Some(dst)
+    true
 }
 
 fn cpu_from_float(ty: u32) -> Option<FromFloat> {
@@ -165,15 +190,27 @@ fn cpu_from_float(ty: u32) -> Option<FromFloat> {
 /// whole blocks. `None` when ggml has no dequantizer for the type.
 pub fn dequantize_row(ty: u32, src: &[u8]) -> Option<Vec<f32>> {
     let t = traits(ty)?;
+    assert_eq!(src.len() % t.type_size, 0, "source not whole blocks");
+    let mut dst = vec![0f32; src.len() / t.type_size * t.blck_size as usize];
+    dequantize_row_into(ty, src, &mut dst).then_some(dst)
+}
+
+/// [`dequantize_row`] into a caller's buffer of exactly the right size; false when ggml
+/// has no dequantizer for the type.
+pub fn dequantize_row_into(ty: u32, src: &[u8], dst: &mut [f32]) -> bool {
+    let Some(t) = traits(ty) else { return false };
     let f = if ty == Q8_K {
         dequantize_row_q8_K as ToFloat
     } else {
-        t.to_float?
+        match t.to_float {
+            Some(f) => f,
+            None => return false,
+        }
     };
     assert_eq!(src.len() % t.type_size, 0, "source not whole blocks");
     let n = src.len() / t.type_size * t.blck_size as usize;
-    let mut dst = vec![0f32; n];
+    assert_eq!(dst.len(), n);
     // SAFETY: src holds n / blck_size whole blocks, dst n floats.
     unsafe { f(src.as_ptr().cast(), dst.as_mut_ptr(), n as i64) };
-    Some(dst)
+    true
 }

@@ -71,6 +71,9 @@ fn codec(ty: &str, isa: Option<&str>) -> Result<Codec> {
 fn quantize(a: QuantizeArgs) -> Result<()> {
     let codec = codec(&a.ty, a.isa.as_deref())?;
     let ty = codec.ty();
+    if !quantforge_kernels::can_quantize(ty) {
+        return Err(quantforge_kernels::Error::Unsupported { ty, op: "quantize" }.into());
+    }
     let src = read_f32_file(&a.input)?;
     if src.is_empty() {
         bail!("{}: empty input", a.input.display());

@@ -1,0 +1,1 @@
+//! GGUF (placeholder until the reader lands).

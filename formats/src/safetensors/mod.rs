@@ -1,0 +1,1 @@
+//! safetensors (placeholder until the reader lands).

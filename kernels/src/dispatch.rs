@@ -3,7 +3,7 @@
 //! `QUANTFORGE_ISA=scalar|avx2|avx512|neon` caps the choice; a type without a path for the
 //! chosen ISA runs the next lower one, and [`Codec::isa`] says which.
 
-use crate::{Error, GgmlType, Result, scalar};
+use crate::{Error, GgmlType, Result, scalar, simd};
 use std::sync::OnceLock;
 
 /// An instruction set a codec path is written for.
@@ -123,8 +123,44 @@ impl Codec {
     }
 
     /// The path that runs for `ty` when `isa` is asked for.
-    fn path_for(_ty: GgmlType, _isa: Isa) -> Isa {
-        Isa::Scalar
+    fn path_for(ty: GgmlType, isa: Isa) -> Isa {
+        if simd::has_path(ty) { isa } else { Isa::Scalar }
+    }
+
+    /// Runs one row through this codec's path.
+    fn quantize_one_row(&self, x: &[f32], w: Option<&[f32]>, y: &mut [u8]) {
+        match self.isa {
+            Isa::Scalar => scalar::quantize_row(self.ty, x, w, y),
+            // SAFETY: a Codec with this ISA exists only when `Isa::is_supported` held.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { crate::x86::avx2::quantize_row(self.ty, x, w, y) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe { crate::x86::avx512::quantize_row(self.ty, x, w, y) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => unsafe { crate::aarch64::neon::quantize_row(self.ty, x, w, y) },
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("{} cannot be supported on this architecture", self.isa),
+        }
+    }
+
+    /// Runs whole blocks through this codec's dequantizer.
+    fn dequantize_blocks(&self, x: &[u8], y: &mut [f32]) {
+        match self.isa {
+            Isa::Scalar => scalar::dequantize(self.ty, x, y),
+            // SAFETY: a Codec with this ISA exists only when `Isa::is_supported` held.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { crate::x86::avx2::dequantize(self.ty, x, y) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe { crate::x86::avx512::dequantize(self.ty, x, y) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => unsafe { crate::aarch64::neon::dequantize(self.ty, x, y) },
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("{} cannot be supported on this architecture", self.isa),
+        }
     }
 
     /// The type.
@@ -189,7 +225,7 @@ impl Codec {
             .chunks_exact(n_per_row)
             .zip(dst.chunks_exact_mut(row_size))
         {
-            scalar::quantize_row(ty, x, imatrix, y);
+            self.quantize_one_row(x, imatrix, y);
         }
         Ok(total)
     }
@@ -212,7 +248,7 @@ impl Codec {
         }
         let n = src.len() / ty.type_size() * ty.block_size();
         check_len("destination elements", n, dst.len())?;
-        scalar::dequantize(ty, src, dst);
+        self.dequantize_blocks(src, dst);
         Ok(())
     }
 }

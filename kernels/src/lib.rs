@@ -12,12 +12,17 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
 pub mod blocks;
 mod dispatch;
 mod error;
 pub mod num;
 pub mod scalar;
+mod simd;
 mod types;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 pub use dispatch::{Codec, Isa};
 pub use error::{Error, Result};

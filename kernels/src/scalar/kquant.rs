@@ -459,7 +459,7 @@ pub fn pack_scale_min_k4(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; 12] {
 
 /// `float s = 0; for (...) s += v;`
 #[inline(always)]
-pub(super) fn sum(v: &[f32]) -> f32 {
+pub(crate) fn sum(v: &[f32]) -> f32 {
     let mut s = 0.0f32;
     for &x in v {
         s += x;
@@ -469,7 +469,7 @@ pub(super) fn sum(v: &[f32]) -> f32 {
 
 /// `float s = 0; for (...) s += x*x;`
 #[inline(always)]
-pub(super) fn sum_squares(v: &[f32]) -> f32 {
+pub(crate) fn sum_squares(v: &[f32]) -> f32 {
     let mut s = 0.0f32;
     for &x in v {
         s += x * x;
@@ -479,7 +479,7 @@ pub(super) fn sum_squares(v: &[f32]) -> f32 {
 
 /// The largest of `v` and 0 (`if (v > max) max = v;` from `max = 0`).
 #[inline(always)]
-pub(super) fn largest(v: &[f32]) -> f32 {
+pub(crate) fn largest(v: &[f32]) -> f32 {
     let mut max = 0.0f32;
     for &x in v {
         if x > max {
@@ -491,7 +491,7 @@ pub(super) fn largest(v: &[f32]) -> f32 {
 
 /// The weights of the importance-matrix paths: `qw[i] * sqrtf(sigma2 + x[i]*x[i])`.
 #[inline(always)]
-pub(super) fn importance_weights(x: &[f32], qw: &[f32], sigma2: f32, out: &mut [f32]) {
+pub(crate) fn importance_weights(x: &[f32], qw: &[f32], sigma2: f32, out: &mut [f32]) {
     for ((o, &xi), &w) in out.iter_mut().zip(x).zip(qw) {
         *o = w * (sigma2 + xi * xi).sqrt();
     }
@@ -501,7 +501,7 @@ pub(super) fn importance_weights(x: &[f32], qw: &[f32], sigma2: f32, out: &mut [
 /// scale `d` and min `dm`, `l = clamp(nearest_int((x + dm)/d), 0, nmax)`. A zero `d`
 /// keeps the codes the search chose.
 #[inline(always)]
-pub(super) fn requantize_with_min(x: &[f32], d: f32, dm: f32, nmax: i32, l: &mut [u8]) {
+pub(crate) fn requantize_with_min(x: &[f32], d: f32, dm: f32, nmax: i32, l: &mut [u8]) {
     if d == 0.0 {
         return;
     }
@@ -513,7 +513,7 @@ pub(super) fn requantize_with_min(x: &[f32], d: f32, dm: f32, nmax: i32, l: &mut
 /// The final pass of q3_K/q6_K: `l = clamp(nearest_int(x/d), -nmax, nmax-1) + nmax`. A
 /// zero `d` keeps the codes the search chose.
 #[inline(always)]
-pub(super) fn requantize_symmetric(x: &[f32], d: f32, nmax: i32, l: &mut [i8]) {
+pub(crate) fn requantize_symmetric(x: &[f32], d: f32, nmax: i32, l: &mut [i8]) {
     if d == 0.0 {
         return;
     }
@@ -524,7 +524,7 @@ pub(super) fn requantize_symmetric(x: &[f32], d: f32, nmax: i32, l: &mut [i8]) {
 
 /// The 2-bit packing of q2_K and q3_K: byte `32*h + i` holds codes `128*h + i + 32*k`
 /// in bits `2k..2k+2`.
-pub(super) fn pack_2bit(l: &[u8; QK_K], qs: &mut [u8; QK_K / 4]) {
+pub(crate) fn pack_2bit(l: &[u8; QK_K], qs: &mut [u8; QK_K / 4]) {
     for (lh, qh) in l.chunks_exact(128).zip(qs.chunks_exact_mut(32)) {
         for (i, q) in qh.iter_mut().enumerate() {
             *q = lh[i] | (lh[i + 32] << 2) | (lh[i + 64] << 4) | (lh[i + 96] << 6);
@@ -533,7 +533,7 @@ pub(super) fn pack_2bit(l: &[u8; QK_K], qs: &mut [u8; QK_K / 4]) {
 }
 
 /// What sets q4_K and q5_K apart while their scales are chosen.
-pub(super) struct ScaleMinFormat {
+pub(crate) struct ScaleMinFormat {
     /// Largest code: 15 for q4_K, 31 for q5_K.
     pub nmax: i32,
     /// `(rmin, rdelta, nstep)` of the reference path's `make_qkx2_quants` search.
@@ -543,7 +543,7 @@ pub(super) struct ScaleMinFormat {
 }
 
 /// A q4_K/q5_K super-block with its scales chosen and its codes (`0..=nmax`) not yet packed.
-pub(super) struct ScaleMinSuperBlock {
+pub(crate) struct ScaleMinSuperBlock {
     /// Super-block scale of the scales.
     pub d: F16Le,
     /// Super-block scale of the mins.
@@ -557,31 +557,94 @@ pub(super) struct ScaleMinSuperBlock {
 /// Quantizes 256 values the way `quantize_row_q4_K_ref` / `quantize_row_q5_K_ref` do
 /// (`qw` None) or `quantize_row_q4_K_impl` / `quantize_row_q5_K_impl` do (`qw` the 256
 /// importance weights), up to the packing of the codes.
-pub(super) fn quantize_scale_min_super_block(
+pub(crate) fn quantize_scale_min_super_block(
     x: &[f32],
     qw: Option<&[f32]>,
     format: &ScaleMinFormat,
 ) -> ScaleMinSuperBlock {
     let nmax = format.nmax;
     let mut l = [0u8; QK_K];
-    let mut laux = [0u8; 32];
-    let mut weights = [0.0f32; 32];
     let mut scales = [0.0f32; QK_K / 32];
     let mut mins = [0.0f32; QK_K / 32];
-    let (d, dmin, packed) = match qw {
+    let mut sw = [0.0f32; QK_K / 32];
+    let sigma2 = qw.map(|_| 2.0 * sum_squares(&x[..QK_K]) / QK_K as f32);
+    for (j, (xs, ls)) in x.chunks_exact(32).zip(l.chunks_exact_mut(32)).enumerate() {
+        let ws = qw.zip(sigma2).map(|(qw, s)| (&qw[32 * j..32 * (j + 1)], s));
+        (scales[j], mins[j], sw[j]) = search_sub_block(xs, ws, format, ls);
+    }
+    let (d, dmin, packed) = choose_scale_min_codes(&scales, &mins, qw.map(|_| &sw), format);
+    let d_all = d.to_f32();
+    let dmin_all = dmin.to_f32();
+    for (j, (xs, ls)) in x.chunks_exact(32).zip(l.chunks_exact_mut(32)).enumerate() {
+        let (sc, m) = get_scale_min_k4(j, &packed);
+        requantize_with_min(xs, d_all * sc as f32, dmin_all * m as f32, nmax, ls);
+    }
+    ScaleMinSuperBlock {
+        d,
+        dmin,
+        scales: packed,
+        l,
+    }
+}
+
+/// The scale search of one q4_K/q5_K sub-block of 32 values, with its codes written to
+/// `ls`: the reference path's `make_qkx2_quants` with weights `av_x + |x|` (`qw` None), or
+/// the weighted path's `make_qkx3_quants` with the importance weights of `qw = (the
+/// sub-block's imatrix columns, sigma2)`. Returns `(scale, min, sum of the weights)`.
+pub(crate) fn search_sub_block(
+    xs: &[f32],
+    qw: Option<(&[f32], f32)>,
+    format: &ScaleMinFormat,
+    ls: &mut [u8],
+) -> (f32, f32, f32) {
+    let mut laux = [0u8; 32];
+    let mut weights = [0.0f32; 32];
+    match qw {
         None => {
             let (rmin, rdelta, nstep) = format.ref_search;
-            for (j, (xs, ls)) in x.chunks_exact(32).zip(l.chunks_exact_mut(32)).enumerate() {
-                let av_x = (sum_squares(xs) / 32.0).sqrt();
-                for (w, &v) in weights.iter_mut().zip(xs) {
-                    *w = av_x + v.abs();
-                }
-                (scales[j], mins[j]) = make_qkx2_quants(
-                    32, nmax, xs, &weights, ls, &mut laux, rmin, rdelta, nstep, false,
-                );
+            let av_x = (sum_squares(xs) / 32.0).sqrt();
+            for (w, &v) in weights.iter_mut().zip(xs) {
+                *w = av_x + v.abs();
             }
-            let max_scale = largest(&scales);
-            let max_min = largest(&mins);
+            let (scale, min) = make_qkx2_quants(
+                32, format.nmax, xs, &weights, ls, &mut laux, rmin, rdelta, nstep, false,
+            );
+            (scale, min, 0.0)
+        }
+        Some((qw, sigma2)) => {
+            importance_weights(xs, qw, sigma2, &mut weights);
+            let sw = sum(&weights);
+            let (scale, min) = make_qkx3_quants(
+                32,
+                format.nmax,
+                xs,
+                Some(&weights),
+                ls,
+                &mut laux,
+                -0.9,
+                0.05,
+                36,
+                false,
+            );
+            (scale, min, sw)
+        }
+    }
+}
+
+/// The middle of the q4_K/q5_K super-block quantizers: from the 8 sub-block scales and
+/// mins the search found, the super-block scales `d`, `dmin` and the packed 6-bit codes.
+/// `sw` (the sums of each sub-block's importance weights) selects the weighted path's
+/// `make_qp_quants` coding; without it the reference path's linear coding is used.
+pub(crate) fn choose_scale_min_codes(
+    scales: &[f32; 8],
+    mins: &[f32; 8],
+    sw: Option<&[f32; 8]>,
+    format: &ScaleMinFormat,
+) -> (F16Le, F16Le, [u8; 12]) {
+    match sw {
+        None => {
+            let max_scale = largest(scales);
+            let max_min = largest(mins);
             let inv_scale = if max_scale > 0.0 {
                 63.0 / max_scale
             } else {
@@ -596,34 +659,11 @@ pub(super) fn quantize_scale_min_super_block(
                 pack_scale_min_k4(&ls, &lm),
             )
         }
-        Some(qw) => {
-            let sigma2 = 2.0 * sum_squares(&x[..QK_K]) / QK_K as f32;
-            let mut sw = [0.0f32; QK_K / 32];
-            for (j, ((xs, ws), ls)) in x
-                .chunks_exact(32)
-                .zip(qw.chunks_exact(32))
-                .zip(l.chunks_exact_mut(32))
-                .enumerate()
-            {
-                importance_weights(xs, ws, sigma2, &mut weights);
-                sw[j] = sum(&weights);
-                (scales[j], mins[j]) = make_qkx3_quants(
-                    32,
-                    nmax,
-                    xs,
-                    Some(&weights),
-                    ls,
-                    &mut laux,
-                    -0.9,
-                    0.05,
-                    36,
-                    false,
-                );
-            }
+        Some(sw) => {
             let mut ls = [0u8; 8];
             let mut lm = [0u8; 8];
-            let d_block = make_qp_quants(8, 63, &scales, &mut ls, &sw);
-            let m_block = make_qp_quants(8, 63, &mins, &mut lm, &sw);
+            let d_block = make_qp_quants(8, 63, scales, &mut ls, sw);
+            let m_block = make_qp_quants(8, 63, mins, &mut lm, sw);
             if format.clamp_weighted_codes {
                 ls = ls.map(|v| v.min(63));
                 lm = lm.map(|v| v.min(63));
@@ -634,18 +674,6 @@ pub(super) fn quantize_scale_min_super_block(
                 pack_scale_min_k4(&ls, &lm),
             )
         }
-    };
-    let d_all = d.to_f32();
-    let dmin_all = dmin.to_f32();
-    for (j, (xs, ls)) in x.chunks_exact(32).zip(l.chunks_exact_mut(32)).enumerate() {
-        let (sc, m) = get_scale_min_k4(j, &packed);
-        requantize_with_min(xs, d_all * sc as f32, dmin_all * m as f32, nmax, ls);
-    }
-    ScaleMinSuperBlock {
-        d,
-        dmin,
-        scales: packed,
-        l,
     }
 }
 

@@ -4,11 +4,11 @@
 //! takes with an importance matrix) and `dequantize_row_q4_K` of ggml 0.26.0; the search
 //! itself is shared with q5_K in [`super::kquant`].
 
-use super::kquant::{ScaleMinFormat, get_scale_min_k4, quantize_scale_min_super_block};
+use super::kquant::{ScaleMinFormat, ScaleMinSuperBlock, get_scale_min_k4, quantize_scale_min_super_block};
 use crate::blocks::{BlockQ4K, QK_K};
 
 /// q4_K's parameters of the shared q4_K/q5_K search.
-const FORMAT: ScaleMinFormat = ScaleMinFormat {
+pub(crate) const FORMAT: ScaleMinFormat = ScaleMinFormat {
     nmax: 15,
     ref_search: (-1.0, 0.1, 20),
     clamp_weighted_codes: false,
@@ -20,20 +20,26 @@ pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockQ4K]) {
     debug_assert_eq!(x.len(), y.len() * QK_K);
     for (i, (xb, block)) in x.chunks_exact(QK_K).zip(y.iter_mut()).enumerate() {
         let qw = imatrix.map(|w| &w[QK_K * i..QK_K * (i + 1)]);
-        let sb = quantize_scale_min_super_block(xb, qw, &FORMAT);
-        block.d = sb.d;
-        block.dmin = sb.dmin;
-        block.scales = sb.scales;
-        // Each 64 values share 32 bytes: the first 32 in the low nibbles.
-        for (ls, qs) in sb.l.chunks_exact(64).zip(block.qs.chunks_exact_mut(32)) {
-            for (i, q) in qs.iter_mut().enumerate() {
-                *q = ls[i] | (ls[i + 32] << 4);
-            }
+        pack(quantize_scale_min_super_block(xb, qw, &FORMAT), block);
+    }
+}
+
+/// Stores a chosen super-block: scales as they are, codes packed as q4_K lays them out.
+pub(crate) fn pack(sb: ScaleMinSuperBlock, block: &mut BlockQ4K) {
+    let l = &sb.l;
+    block.d = sb.d;
+    block.dmin = sb.dmin;
+    block.scales = sb.scales;
+    // Each 64 values share 32 bytes: the first 32 in the low nibbles.
+    for (ls, qs) in l.chunks_exact(64).zip(block.qs.chunks_exact_mut(32)) {
+        for (i, q) in qs.iter_mut().enumerate() {
+            *q = ls[i] | (ls[i + 32] << 4);
         }
     }
 }
 
 /// `dequantize_row_q4_K`: `y = (d*sc)*q - (dmin*m)`.
+#[inline(always)]
 pub fn dequantize_row(x: &[BlockQ4K], y: &mut [f32]) {
     debug_assert_eq!(y.len(), x.len() * QK_K);
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {

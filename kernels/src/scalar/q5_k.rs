@@ -5,11 +5,11 @@
 //! takes with an importance matrix) and `dequantize_row_q5_K` of ggml 0.26.0; the search
 //! itself is shared with q4_K in [`super::kquant`].
 
-use super::kquant::{ScaleMinFormat, get_scale_min_k4, quantize_scale_min_super_block};
+use super::kquant::{ScaleMinFormat, ScaleMinSuperBlock, get_scale_min_k4, quantize_scale_min_super_block};
 use crate::blocks::{BlockQ5K, QK_K};
 
 /// q5_K's parameters of the shared q4_K/q5_K search.
-const FORMAT: ScaleMinFormat = ScaleMinFormat {
+pub(crate) const FORMAT: ScaleMinFormat = ScaleMinFormat {
     nmax: 31,
     ref_search: (-0.5, 0.1, 15),
     clamp_weighted_codes: true,
@@ -21,37 +21,43 @@ pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockQ5K]) {
     debug_assert_eq!(x.len(), y.len() * QK_K);
     for (i, (xb, block)) in x.chunks_exact(QK_K).zip(y.iter_mut()).enumerate() {
         let qw = imatrix.map(|w| &w[QK_K * i..QK_K * (i + 1)]);
-        let sb = quantize_scale_min_super_block(xb, qw, &FORMAT);
-        block.d = sb.d;
-        block.dmin = sb.dmin;
-        block.scales = sb.scales;
-        // Each 64 values share 32 bytes of `qs` (the first 32 in the low nibbles) and a bit
-        // pair of `qh`.
-        block.qh = [0; QK_K / 8];
-        for (n, (ls, qs)) in
-            sb.l.chunks_exact(64)
-                .zip(block.qs.chunks_exact_mut(32))
-                .enumerate()
-        {
-            let (m1, m2) = (1u8 << (2 * n), 2u8 << (2 * n));
-            for (j, (q, qh)) in qs.iter_mut().zip(block.qh.iter_mut()).enumerate() {
-                let mut l1 = ls[j];
-                if l1 > 15 {
-                    l1 -= 16;
-                    *qh |= m1;
-                }
-                let mut l2 = ls[j + 32];
-                if l2 > 15 {
-                    l2 -= 16;
-                    *qh |= m2;
-                }
-                *q = l1 | (l2 << 4);
+        pack(quantize_scale_min_super_block(xb, qw, &FORMAT), block);
+    }
+}
+
+/// Stores a chosen super-block: scales as they are, codes packed as q5_K lays them out.
+pub(crate) fn pack(sb: ScaleMinSuperBlock, block: &mut BlockQ5K) {
+    let l = &sb.l;
+    block.d = sb.d;
+    block.dmin = sb.dmin;
+    block.scales = sb.scales;
+    // Each 64 values share 32 bytes of `qs` (the first 32 in the low nibbles) and a bit
+    // pair of `qh`.
+    block.qh = [0; QK_K / 8];
+    for (n, (ls, qs)) in
+        l.chunks_exact(64)
+            .zip(block.qs.chunks_exact_mut(32))
+            .enumerate()
+    {
+        let (m1, m2) = (1u8 << (2 * n), 2u8 << (2 * n));
+        for (j, (q, qh)) in qs.iter_mut().zip(block.qh.iter_mut()).enumerate() {
+            let mut l1 = ls[j];
+            if l1 > 15 {
+                l1 -= 16;
+                *qh |= m1;
             }
+            let mut l2 = ls[j + 32];
+            if l2 > 15 {
+                l2 -= 16;
+                *qh |= m2;
+            }
+            *q = l1 | (l2 << 4);
         }
     }
 }
 
 /// `dequantize_row_q5_K`: `y = (d*sc)*(q + 16*high) - (dmin*m)`.
+#[inline(always)]
 pub fn dequantize_row(x: &[BlockQ5K], y: &mut [f32]) {
     debug_assert_eq!(y.len(), x.len() * QK_K);
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {

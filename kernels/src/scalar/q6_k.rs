@@ -57,6 +57,11 @@ fn quantize_block(x: &[f32], qw: Option<&[f32]>, block: &mut BlockQ6K) {
     {
         requantize_symmetric(xs, d * sc as f32, 32, ls);
     }
+    pack_codes(&l, block);
+}
+
+/// Packs 256 codes (`0..64`) into `ql` and `qh` as q6_K lays them out.
+pub(crate) fn pack_codes(l: &[i8; QK_K], block: &mut BlockQ6K) {
     // Each 128 values fill 64 bytes of `ql` and 32 of `qh`: value `32*k + i` of the group
     // has its low nibble in `ql[i + 32*(k%2)]` (high nibble when k >= 2) and its high bits
     // in `qh[i]` at bit `2*k`.
@@ -76,6 +81,7 @@ fn quantize_block(x: &[f32], qw: Option<&[f32]>, block: &mut BlockQ6K) {
 }
 
 /// `dequantize_row_q6_K`: `y = (d*sc)*(q-32)`.
+#[inline(always)]
 pub fn dequantize_row(x: &[BlockQ6K], y: &mut [f32]) {
     debug_assert_eq!(y.len(), x.len() * QK_K);
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {

@@ -31,6 +31,7 @@ pub(super) fn scale_127(xb: &[f32]) -> (f32, f32) {
 }
 
 /// `dequantize_row_q8_0`.
+#[inline(always)]
 pub fn dequantize_row(x: &[BlockQ8_0], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK)) {
         let d = block.d.to_f32();

@@ -40,6 +40,7 @@ pub(super) fn trit(v: f32, id: f32) -> u8 {
 }
 
 /// `dequantize_row_tq2_0`.
+#[inline(always)]
 pub fn dequantize_row(x: &[BlockTq2_0], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(256)) {
         let d = block.d.to_f32();

@@ -1,0 +1,142 @@
+//! The K-quant scale searches with one sub-block per lane: each lane runs exactly the
+//! sequence of `scalar::kquant::make_qkx2_quants` / `make_qkx3_quants` /
+//! `make_qx_quants` for its own sub-block, with data-dependent branches turned into
+//! masks. Only the scales come out; the rare sub-blocks whose search codes are kept
+//! (a zero stored scale) get them from the scalar search, which is the same computation.
+
+use super::lanes::Lanes;
+
+/// How a trial scale turns into a code during the search (see the scalar `level_qkx2` /
+/// `level_qkx3`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Level {
+    /// `clamp(nearest_int(v), 0, nmax)`.
+    Qkx2,
+    /// `v > 0 ? nearest_int(MIN(v, nmax)) : 0`.
+    Qkx3,
+}
+
+/// The search of `make_qkx2_quants`/`make_qkx3_quants` (`use_mad` false) over 32 values
+/// per lane: `x[i]`, `w[i]` hold element `i` of every lane's sub-block. Returns
+/// `(scale, the_min)` per lane.
+#[inline(always)]
+pub(crate) fn qkx_search<V: Lanes>(
+    x: &[V; 32],
+    w: &[V; 32],
+    nmax: i32,
+    (rmin, rdelta, nstep): (f32, f32, i32),
+    level: Level,
+) -> (V, V) {
+    let zero = V::splat(0.0);
+    let mut min = x[0];
+    let mut max = x[0];
+    let mut sum_w = w[0];
+    let mut sum_x = sum_w.mul(x[0]);
+    for i in 1..32 {
+        min = V::select(x[i].lt(min), x[i], min);
+        max = V::select(x[i].gt(max), x[i], max);
+        sum_w = sum_w.add(w[i]);
+        sum_x = sum_x.add(w[i].mul(x[i]));
+    }
+    min = V::select(min.gt(zero), zero, min);
+    let flat = max.eq(min);
+    let flat_min = min;
+    let range = max.sub(min);
+    let nmax_f = V::splat(nmax as f32);
+    let iscale = nmax_f.div(range);
+    let mut scale = V::splat(1.0).div(iscale);
+    let mut best_error = zero;
+    for i in 0..32 {
+        let l = V::int_to_f32(V::clamp_int(iscale.mul(x[i].sub(min)).nearest_int(), 0, nmax));
+        let diff = scale.mul(l).add(min).sub(x[i]);
+        best_error = best_error.add(w[i].mul(diff.mul(diff)));
+    }
+    if nstep >= 1 {
+        let mut laux = [zero; 32];
+        for is in 0..=nstep {
+            // `min` moves with each better fit, and the next trial scale uses it, as in C.
+            let iscale = V::splat(rmin + rdelta * is as f32 + nmax as f32).div(max.sub(min));
+            let mut sum_l = zero;
+            let mut sum_l2 = zero;
+            let mut sum_xl = zero;
+            for i in 0..32 {
+                let v = iscale.mul(x[i].sub(min));
+                let q = match level {
+                    Level::Qkx2 => V::int_to_f32(V::clamp_int(v.nearest_int(), 0, nmax)),
+                    Level::Qkx3 => {
+                        let capped = V::select(v.lt(nmax_f), v, nmax_f);
+                        V::select(v.gt(zero), V::int_to_f32(capped.nearest_int()), zero)
+                    }
+                };
+                laux[i] = q;
+                let wq = w[i].mul(q);
+                sum_l = sum_l.add(wq);
+                sum_l2 = sum_l2.add(wq.mul(q));
+                sum_xl = sum_xl.add(wq.mul(x[i]));
+            }
+            let det = sum_w.mul(sum_l2).sub(sum_l.mul(sum_l));
+            let solvable = det.gt(zero);
+            let mut this_scale = sum_w.mul(sum_xl).sub(sum_x.mul(sum_l)).div(det);
+            let mut this_min = sum_l2.mul(sum_x).sub(sum_l.mul(sum_xl)).div(det);
+            let positive = this_min.gt(zero);
+            this_min = V::select(positive, zero, this_min);
+            this_scale = V::select(positive, sum_xl.div(sum_l2), this_scale);
+            let mut cur_error = zero;
+            for i in 0..32 {
+                let diff = this_scale.mul(laux[i]).add(this_min).sub(x[i]);
+                cur_error = cur_error.add(w[i].mul(diff.mul(diff)));
+            }
+            let better = V::and(solvable, cur_error.lt(best_error));
+            best_error = V::select(better, cur_error, best_error);
+            scale = V::select(better, this_scale, scale);
+            min = V::select(better, this_min, min);
+        }
+    }
+    let scale = V::select(flat, zero, scale);
+    let min = V::select(flat, flat_min, min);
+    // `-min` is a sign flip (0 becomes -0, as in C).
+    (scale, min.mul(V::splat(-1.0)))
+}
+
+/// The scale `make_qx_quants(16, nmax, x, L, 1, qw)` returns, for 16 values per lane;
+/// `w` holds the importance weights, or `None` for the `x²` weights of `rmse_type` 1.
+#[inline(always)]
+pub(crate) fn qx_scale<V: Lanes>(x: &[V; 16], w: Option<&[V; 16]>, nmax: i32) -> V {
+    let zero = V::splat(0.0);
+    let mut amax = zero;
+    let mut max = zero;
+    for &xi in x {
+        let ax = xi.abs();
+        let bigger = ax.gt(amax);
+        amax = V::select(bigger, ax, amax);
+        max = V::select(bigger, xi, max);
+    }
+    let all_zero = amax.lt(V::splat(super::super::scalar::kquant::GROUP_MAX_EPS));
+    let weight = |i: usize| match w {
+        Some(w) => w[i],
+        None => x[i].mul(x[i]),
+    };
+    let fit = |iscale: V| {
+        let mut sumlx = zero;
+        let mut suml2 = zero;
+        for (i, &xi) in x.iter().enumerate() {
+            let q = V::int_to_f32(V::clamp_int(iscale.mul(xi).nearest_int(), -nmax, nmax - 1));
+            let wi = weight(i);
+            sumlx = sumlx.add(wi.mul(xi).mul(q));
+            suml2 = suml2.add(wi.mul(q).mul(q));
+        }
+        (sumlx, suml2)
+    };
+    let nmax_f = nmax as f32;
+    let (sumlx, suml2) = fit(V::splat(-nmax_f).div(max));
+    let mut scale = V::select(suml2.eq(zero), zero, sumlx.div(suml2));
+    let mut best = scale.mul(sumlx);
+    for is in (-9..=9).filter(|&is| is != 0) {
+        let iscale = V::splat(-(nmax_f + 0.1 * is as f32)).div(max);
+        let (sumlx, suml2) = fit(iscale);
+        let better = V::and(suml2.gt(zero), sumlx.mul(sumlx).gt(best.mul(suml2)));
+        scale = V::select(better, sumlx.div(suml2), scale);
+        best = V::select(better, scale.mul(sumlx), best);
+    }
+    V::select(all_zero, zero, scale)
+}

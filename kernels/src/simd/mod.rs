@@ -1,0 +1,92 @@
+//! The SIMD codecs, written once over the [`lanes::Lanes`] operations and instantiated per
+//! ISA by [`simd_entry_points!`] (in `x86::avx2`, `x86::avx512`, `aarch64::neon`).
+//!
+//! K-quant searches put one sub-block per lane, so each lane runs exactly the scalar
+//! sequence (DESIGN.md section 2); element-wise codecs vectorize over elements. The
+//! dequantizers are the scalar ones compiled inside the ISA's `#[target_feature]` entry
+//! point, where the compiler vectorizes their element-wise IEEE operations (no
+//! contraction, no reassociation: the same bits by construction).
+
+pub(crate) mod kquant;
+pub(crate) mod lanes;
+pub(crate) mod q6_k;
+pub(crate) mod q8_0;
+pub(crate) mod scale_min;
+pub(crate) mod tq2_0;
+
+use crate::GgmlType;
+use crate::scalar;
+use lanes::Lanes;
+
+/// Whether `ty` has SIMD code paths (in both directions).
+pub(crate) fn has_path(ty: GgmlType) -> bool {
+    use GgmlType::*;
+    matches!(ty, Q4_K | Q5_K | Q6_K | Q8_0 | TQ2_0)
+}
+
+/// Quantizes one row of a type for which [`has_path`] holds, as `scalar::quantize_row`.
+#[inline(always)]
+pub(crate) fn quantize_row<V: Lanes>(ty: GgmlType, x: &[f32], w: Option<&[f32]>, y: &mut [u8]) {
+    use GgmlType::*;
+    match ty {
+        Q4_K => {
+            let blocks = bytemuck::cast_slice_mut(y);
+            scale_min::quantize_row::<V>(x, w, &scalar::q4_k::FORMAT, |b, sb| {
+                scalar::q4_k::pack(sb, &mut blocks[b])
+            });
+        }
+        Q5_K => {
+            let blocks = bytemuck::cast_slice_mut(y);
+            scale_min::quantize_row::<V>(x, w, &scalar::q5_k::FORMAT, |b, sb| {
+                scalar::q5_k::pack(sb, &mut blocks[b])
+            });
+        }
+        Q6_K => q6_k::quantize_row::<V>(x, w, bytemuck::cast_slice_mut(y)),
+        Q8_0 => q8_0::quantize_row::<V>(x, bytemuck::cast_slice_mut(y)),
+        TQ2_0 => tq2_0::quantize_row::<V>(x, bytemuck::cast_slice_mut(y)),
+        _ => unreachable!("no SIMD quantizer for {ty}; checked by has_path"),
+    }
+}
+
+/// Dequantizes whole blocks of a type for which [`has_path`] holds.
+#[inline(always)]
+pub(crate) fn dequantize(ty: GgmlType, x: &[u8], y: &mut [f32]) {
+    use GgmlType::*;
+    match ty {
+        Q4_K => scalar::q4_k::dequantize_row(bytemuck::cast_slice(x), y),
+        Q5_K => scalar::q5_k::dequantize_row(bytemuck::cast_slice(x), y),
+        Q6_K => scalar::q6_k::dequantize_row(bytemuck::cast_slice(x), y),
+        Q8_0 => scalar::q8_0::dequantize_row(bytemuck::cast_slice(x), y),
+        TQ2_0 => scalar::tq2_0::dequantize_row(bytemuck::cast_slice(x), y),
+        _ => unreachable!("no SIMD dequantizer for {ty}; checked by has_path"),
+    }
+}
+
+/// Generates an ISA's `#[target_feature]` entry points over its `Lanes` type.
+macro_rules! simd_entry_points {
+    ($lanes:ty, $features:literal) => {
+        /// Quantizes one row with this ISA (see `crate::simd::quantize_row`).
+        ///
+        /// # Safety
+        /// The CPU must support the target features named in the attribute.
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn quantize_row(
+            ty: crate::GgmlType,
+            x: &[f32],
+            w: Option<&[f32]>,
+            y: &mut [u8],
+        ) {
+            crate::simd::quantize_row::<$lanes>(ty, x, w, y)
+        }
+
+        /// Dequantizes whole blocks with this ISA (see `crate::simd::dequantize`).
+        ///
+        /// # Safety
+        /// The CPU must support the target features named in the attribute.
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn dequantize(ty: crate::GgmlType, x: &[u8], y: &mut [f32]) {
+            crate::simd::dequantize(ty, x, y)
+        }
+    };
+}
+pub(crate) use simd_entry_points;

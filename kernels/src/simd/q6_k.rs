@@ -1,0 +1,74 @@
+//! q6_K with one 16-value sub-block per lane: the `make_qx_quants` search in lanes
+//! ([`super::kquant::qx_scale`]), the super-block scale in scalar code, the final
+//! re-rounding over elements. Mirrors `scalar::q6_k::quantize_row`.
+
+use super::kquant::qx_scale;
+use super::lanes::{Lanes, transpose16};
+use crate::blocks::{BlockQ6K, QK_K};
+use crate::scalar::kquant::{GROUP_MAX_EPS, make_qx_quants};
+use crate::scalar::q6_k::pack_codes;
+use crate::num::{F16Le, nearest_int};
+use bytemuck::Zeroable;
+
+/// One row as `quantize_q6_K` does it (reference path without `qw`, `_impl` with it).
+#[inline(always)]
+pub(crate) fn quantize_row<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [BlockQ6K]) {
+    let nsub = x.len() / 16;
+    let mut scales = vec![0.0f32; nsub];
+    let mut buf = [0.0f32; 16];
+    for g in (0..nsub).step_by(V::N) {
+        let count = V::N.min(nsub - g);
+        let xt: [V; 16] = transpose16(&x[g * 16..], count);
+        let wt: Option<[V; 16]> = qw.map(|qw| transpose16(&qw[g * 16..], count));
+        qx_scale(&xt, wt.as_ref(), 32).store(&mut buf);
+        scales[g..g + count].copy_from_slice(&buf[..count]);
+    }
+    for (b, (xb, block)) in x.chunks_exact(QK_K).zip(y.iter_mut()).enumerate() {
+        let sc = &scales[16 * b..16 * b + 16];
+        let mut max_abs_scale = 0.0f32;
+        let mut max_scale = 0.0f32;
+        for &s in sc {
+            if s.abs() > max_abs_scale {
+                max_abs_scale = s.abs();
+                max_scale = s;
+            }
+        }
+        if max_abs_scale < GROUP_MAX_EPS {
+            *block = BlockQ6K::zeroed();
+            continue;
+        }
+        let iscale = -128.0 / max_scale;
+        block.d = F16Le::from_f32(1.0 / iscale);
+        for (out, &s) in block.scales.iter_mut().zip(sc) {
+            *out = nearest_int(iscale * s).min(127) as i8;
+        }
+        let d_all = block.d.to_f32();
+        let mut l = [0i8; QK_K];
+        for (j, (xs, ls)) in xb.chunks_exact(16).zip(l.chunks_exact_mut(16)).enumerate() {
+            let d = d_all * block.scales[j] as f32;
+            if d == 0.0 {
+                // The search's own codes stay: get them from the scalar search.
+                let ws = qw.map(|w| &w[b * QK_K + 16 * j..b * QK_K + 16 * j + 16]);
+                make_qx_quants(16, 32, xs, ls, 1, ws);
+                continue;
+            }
+            requantize_symmetric::<V>(xs, d, ls);
+        }
+        pack_codes(&l, block);
+    }
+}
+
+/// `l = clamp(nearest_int(x / d), -32, 31) + 32` over a sub-block of 16.
+#[inline(always)]
+fn requantize_symmetric<V: Lanes>(x: &[f32], d: f32, l: &mut [i8]) {
+    let dv = V::splat(d);
+    let mut codes = [0i32; 16];
+    // Every ISA's lane count (4, 8, 16) divides 16.
+    for (xs, ls) in x.chunks_exact(V::N).zip(l.chunks_exact_mut(V::N)) {
+        let q = V::load(xs).div(dv).nearest_int();
+        V::store_int(V::clamp_int(q, -32, 31), &mut codes);
+        for (o, &c) in ls.iter_mut().zip(&codes) {
+            *o = (c + 32) as i8;
+        }
+    }
+}

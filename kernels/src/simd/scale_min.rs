@@ -1,0 +1,133 @@
+//! q4_K and q5_K quantization with one 32-value sub-block per lane: AVX2's 8 lanes are one
+//! super-block, AVX-512's 16 two, NEON's 4 half of one. The search runs in lanes
+//! ([`super::kquant::qkx_search`]); choosing the 6-bit codes of a super-block is the
+//! scalar code itself (`choose_scale_min_codes`); the final re-rounding runs over
+//! elements. Mirrors `scalar::kquant::quantize_scale_min_super_block`.
+
+use super::kquant::{Level, qkx_search};
+use super::lanes::{Lanes, from_fn, transpose32};
+use crate::blocks::QK_K;
+use crate::scalar::kquant::{
+    ScaleMinFormat, ScaleMinSuperBlock, choose_scale_min_codes, get_scale_min_k4,
+    search_sub_block,
+};
+
+/// Quantizes one row (`x.len()` a multiple of 256, `qw` its importance weights) and hands
+/// each finished super-block to `emit` in order.
+#[inline(always)]
+pub(crate) fn quantize_row<V: Lanes>(
+    x: &[f32],
+    qw: Option<&[f32]>,
+    format: &ScaleMinFormat,
+    mut emit: impl FnMut(usize, ScaleMinSuperBlock),
+) {
+    let nb = x.len() / QK_K;
+    let nsub = nb * 8;
+    let sigma2 = qw.map(|_| super_block_sigma2::<V>(x));
+    let mut scales = vec![0.0f32; nsub];
+    let mut mins = vec![0.0f32; nsub];
+    let mut sw = vec![0.0f32; nsub];
+    let mut lane_buf = [0.0f32; 16];
+    for g in (0..nsub).step_by(V::N) {
+        let count = V::N.min(nsub - g);
+        let xt: [V; 32] = transpose32(&x[g * 32..], count);
+        let zero = V::splat(0.0);
+        let (scale, min) = match (qw, &sigma2) {
+            (Some(qw), Some(sigma2)) => {
+                let wq: [V; 32] = transpose32(&qw[g * 32..], count);
+                let s2: V = from_fn(|lane| sigma2.get((g + lane) / 8).copied().unwrap_or(0.0));
+                let w: [V; 32] = std::array::from_fn(|i| wq[i].mul(s2.add(xt[i].mul(xt[i])).sqrt()));
+                let mut sum_w = zero;
+                for wi in &w {
+                    sum_w = sum_w.add(*wi);
+                }
+                sum_w.store(&mut lane_buf);
+                sw[g..g + count].copy_from_slice(&lane_buf[..count]);
+                qkx_search(&xt, &w, format.nmax, (-0.9, 0.05, 36), Level::Qkx3)
+            }
+            _ => {
+                let mut ss = zero;
+                for xi in &xt {
+                    ss = ss.add(xi.mul(*xi));
+                }
+                let av_x = ss.div(V::splat(32.0)).sqrt();
+                let w: [V; 32] = std::array::from_fn(|i| av_x.add(xt[i].abs()));
+                qkx_search(&xt, &w, format.nmax, format.ref_search, Level::Qkx2)
+            }
+        };
+        scale.store(&mut lane_buf);
+        scales[g..g + count].copy_from_slice(&lane_buf[..count]);
+        min.store(&mut lane_buf);
+        mins[g..g + count].copy_from_slice(&lane_buf[..count]);
+    }
+    for b in 0..nb {
+        let sub = |v: &[f32]| -> [f32; 8] { v[8 * b..8 * b + 8].try_into().unwrap() };
+        let sw_b = sub(&sw);
+        let (d, dmin, packed) = choose_scale_min_codes(
+            &sub(&scales),
+            &sub(&mins),
+            qw.map(|_| &sw_b),
+            format,
+        );
+        let (d_all, dmin_all) = (d.to_f32(), dmin.to_f32());
+        let xb = &x[b * QK_K..(b + 1) * QK_K];
+        let mut l = [0u8; QK_K];
+        for (j, (xs, ls)) in xb.chunks_exact(32).zip(l.chunks_exact_mut(32)).enumerate() {
+            let (sc, m) = get_scale_min_k4(j, &packed);
+            let d = d_all * sc as f32;
+            if d == 0.0 {
+                // The search's own codes stay: get them from the scalar search.
+                let ws = qw.zip(sigma2.as_ref()).map(|(qw, s2)| {
+                    let at = b * QK_K + 32 * j;
+                    (&qw[at..at + 32], s2[b])
+                });
+                search_sub_block(xs, ws, format, ls);
+                continue;
+            }
+            requantize_with_min::<V>(xs, d, dmin_all * m as f32, format.nmax, ls);
+        }
+        emit(
+            b,
+            ScaleMinSuperBlock {
+                d,
+                dmin,
+                scales: packed,
+                l,
+            },
+        );
+    }
+}
+
+/// `2 * sum(x²) / 256` of every super-block of the row, one super-block per lane (each
+/// lane sums its 256 squares in order, as the scalar loop does).
+#[inline(always)]
+fn super_block_sigma2<V: Lanes>(x: &[f32]) -> Vec<f32> {
+    let nb = x.len() / QK_K;
+    let mut out = vec![0.0f32; nb];
+    let mut buf = [0.0f32; 16];
+    for g in (0..nb).step_by(V::N) {
+        let count = V::N.min(nb - g);
+        let mut acc = V::splat(0.0);
+        for i in 0..QK_K {
+            let v: V = from_fn(|lane| if lane < count { x[(g + lane) * QK_K + i] } else { 0.0 });
+            acc = acc.add(v.mul(v));
+        }
+        V::splat(2.0).mul(acc).div(V::splat(QK_K as f32)).store(&mut buf);
+        out[g..g + count].copy_from_slice(&buf[..count]);
+    }
+    out
+}
+
+/// `l = clamp(nearest_int((x + dm) / d), 0, nmax)` over a sub-block of 32.
+#[inline(always)]
+fn requantize_with_min<V: Lanes>(x: &[f32], d: f32, dm: f32, nmax: i32, l: &mut [u8]) {
+    let (dv, dmv) = (V::splat(d), V::splat(dm));
+    let mut codes = [0i32; 16];
+    for (xs, ls) in x.chunks_exact(V::N).zip(l.chunks_exact_mut(V::N)) {
+        let q = V::load(xs).add(dmv).div(dv).nearest_int();
+        V::store_int(V::clamp_int(q, 0, nmax), &mut codes);
+        for (o, &c) in ls.iter_mut().zip(&codes) {
+            *o = c as u8;
+        }
+    }
+}

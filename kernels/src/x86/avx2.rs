@@ -1,0 +1,144 @@
+//! AVX2: 8 f32 lanes.
+
+use crate::simd::lanes::Lanes;
+use std::arch::x86_64::*;
+
+/// Eight f32 lanes in a `__m256`. Only made inside AVX2 entry points.
+#[derive(Clone, Copy)]
+pub(crate) struct Avx2(__m256);
+
+/// Eight i32 lanes.
+#[derive(Clone, Copy)]
+pub(crate) struct Avx2Int(__m256i);
+
+// SAFETY (every `unsafe` block below): an `Avx2` value exists only inside functions that
+// run with AVX2 enabled (the `#[target_feature(enable = "avx2")]` entry points generated
+// by `simd_entry_points!`, reached only through a `Codec` that checked the CPU), so the
+// AVX/AVX2 intrinsics are available; loads and stores go through slices whose length is
+// checked first.
+impl Lanes for Avx2 {
+    const N: usize = 8;
+    type Mask = __m256;
+    type Int = Avx2Int;
+
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2(_mm256_set1_ps(v)) }
+    }
+    #[inline(always)]
+    fn load(s: &[f32]) -> Self {
+        let s = &s[..8];
+        // SAFETY: see the impl comment; `s` holds 8 floats.
+        unsafe { Avx2(_mm256_loadu_ps(s.as_ptr())) }
+    }
+    #[inline(always)]
+    fn store(self, s: &mut [f32]) {
+        let s = &mut s[..8];
+        // SAFETY: see the impl comment; `s` holds 8 floats.
+        unsafe { _mm256_storeu_ps(s.as_mut_ptr(), self.0) }
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2(_mm256_add_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2(_mm256_sub_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2(_mm256_mul_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2(_mm256_div_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn sqrt(self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2(_mm256_sqrt_ps(self.0)) }
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2(_mm256_and_ps(self.0, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff)))) }
+    }
+    #[inline(always)]
+    fn trunc(self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2(_mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(self.0)) }
+    }
+    #[inline(always)]
+    fn lt(self, o: Self) -> __m256 {
+        // SAFETY: see the impl comment.
+        unsafe { _mm256_cmp_ps::<_CMP_LT_OQ>(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn gt(self, o: Self) -> __m256 {
+        // SAFETY: see the impl comment.
+        unsafe { _mm256_cmp_ps::<_CMP_GT_OQ>(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn ge(self, o: Self) -> __m256 {
+        // SAFETY: see the impl comment.
+        unsafe { _mm256_cmp_ps::<_CMP_GE_OQ>(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn eq(self, o: Self) -> __m256 {
+        // SAFETY: see the impl comment.
+        unsafe { _mm256_cmp_ps::<_CMP_EQ_OQ>(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn and(a: __m256, b: __m256) -> __m256 {
+        // SAFETY: see the impl comment.
+        unsafe { _mm256_and_ps(a, b) }
+    }
+    #[inline(always)]
+    fn select(m: __m256, a: Self, b: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2(_mm256_blendv_ps(b.0, a.0, m)) }
+    }
+    #[inline(always)]
+    fn nearest_int(self) -> Avx2Int {
+        // SAFETY: see the impl comment.
+        unsafe {
+            let val = _mm256_castps_si256(_mm256_add_ps(self.0, _mm256_set1_ps(12_582_912.0)));
+            let m = _mm256_and_si256(val, _mm256_set1_epi32(0x007f_ffff));
+            Avx2Int(_mm256_sub_epi32(m, _mm256_set1_epi32(0x0040_0000)))
+        }
+    }
+    #[inline(always)]
+    fn c_int(self) -> Avx2Int {
+        // SAFETY: see the impl comment. cvttps2dq gives INT_MIN for NaN and out of range,
+        // exactly C's cast on x86-64.
+        unsafe { Avx2Int(_mm256_cvttps_epi32(self.0)) }
+    }
+    #[inline(always)]
+    fn clamp_int(i: Avx2Int, lo: i32, hi: i32) -> Avx2Int {
+        // SAFETY: see the impl comment.
+        unsafe {
+            Avx2Int(_mm256_min_epi32(
+                _mm256_max_epi32(i.0, _mm256_set1_epi32(lo)),
+                _mm256_set1_epi32(hi),
+            ))
+        }
+    }
+    #[inline(always)]
+    fn int_to_f32(i: Avx2Int) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2(_mm256_cvtepi32_ps(i.0)) }
+    }
+    #[inline(always)]
+    fn store_int(i: Avx2Int, s: &mut [i32]) {
+        let s = &mut s[..8];
+        // SAFETY: see the impl comment; `s` holds 8 ints.
+        unsafe { _mm256_storeu_si256(s.as_mut_ptr().cast(), i.0) }
+    }
+}
+
+crate::simd::simd_entry_points!(Avx2, "avx2");

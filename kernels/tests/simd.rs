@@ -1,0 +1,182 @@
+//! Every SIMD path against the scalar specification, one ISA at a time: byte-identical
+//! quantization (plain and with an importance matrix) and bit-identical dequantization,
+//! on adversarial rows, block counts at and around vector widths (0, 1, 2, 3, 7, 8, 9,
+//! 15, 16, 17, 33), and input and output slices that start off alignment. An ISA this CPU
+//! lacks is reported as skipped.
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use quantforge_kernels::{Codec, GgmlType, Isa};
+
+const BLOCK_COUNTS: [usize; 11] = [0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 33];
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("QF_SIMD_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// The codec for `isa`, or `None` (and a note on stderr) when this CPU lacks it.
+fn codec_or_skip(ty: GgmlType, isa: Isa) -> Option<Codec> {
+    match Codec::new(ty, isa) {
+        Some(c) => {
+            assert_eq!(c.isa(), isa, "{ty} has no {isa} path");
+            Some(c)
+        }
+        None => {
+            eprintln!("SKIPPED: {ty} on {isa}: this CPU does not support {isa}");
+            None
+        }
+    }
+}
+
+/// Quantizes with `codec` and with scalar, through buffers offset by `shift` elements
+/// and bytes from their allocation, and compares.
+fn check_quantize(
+    codec: Codec,
+    x: &[f32],
+    n: usize,
+    w: Option<&[f32]>,
+    shift: usize,
+) -> Result<(), TestCaseError> {
+    let ty = codec.ty();
+    let size = x.len() / n.max(1) * ty.row_size(n).unwrap();
+    let mut xs = vec![0.0f32; x.len() + shift];
+    xs[shift..].copy_from_slice(x);
+    let mut ours = vec![0u8; size + shift];
+    let mut spec = vec![0u8; size];
+    codec.quantize(&xs[shift..], n, w, &mut ours[shift..]).unwrap();
+    Codec::new(ty, Isa::Scalar).unwrap().quantize(x, n, w, &mut spec).unwrap();
+    let ours = &ours[shift..];
+    if let Some(i) = ours.iter().zip(&spec).position(|(a, b)| a != b) {
+        let b = i / ty.type_size();
+        return Err(TestCaseError::fail(format!(
+            "{ty} on {}: n_per_row={n} imatrix={} shift={shift}: byte {i} (block {b}) differs\n simd   {:02x?}\n scalar {:02x?}\n input {:?}",
+            codec.isa(),
+            w.is_some(),
+            &ours[b * ty.type_size()..(b + 1) * ty.type_size()],
+            &spec[b * ty.type_size()..(b + 1) * ty.type_size()],
+            &x[b * ty.block_size()..(b + 1) * ty.block_size()],
+        )));
+    }
+    Ok(())
+}
+
+fn check_dequantize(codec: Codec, bytes: &[u8], shift: usize) -> Result<(), TestCaseError> {
+    let ty = codec.ty();
+    let n = bytes.len() / ty.type_size() * ty.block_size();
+    let mut src = vec![0u8; bytes.len() + shift];
+    src[shift..].copy_from_slice(bytes);
+    let mut ours = vec![0f32; n + shift];
+    let mut spec = vec![0f32; n];
+    codec.dequantize(&src[shift..], &mut ours[shift..]).unwrap();
+    Codec::new(ty, Isa::Scalar).unwrap().dequantize(bytes, &mut spec).unwrap();
+    if let Some(i) = ours[shift..].iter().zip(&spec).position(|(a, b)| a.to_bits() != b.to_bits()) {
+        return Err(TestCaseError::fail(format!(
+            "{ty} on {}: element {i}: simd {:e} scalar {:e}",
+            codec.isa(),
+            ours[shift + i],
+            spec[i]
+        )));
+    }
+    Ok(())
+}
+
+macro_rules! simd_vs_scalar {
+    ($($name:ident: $ty:ident),* $(,)?) => { $(
+        mod $name {
+            use super::*;
+            const TY: GgmlType = GgmlType::$ty;
+
+            fn case() -> impl Strategy<Value = (usize, usize, Vec<f32>, Vec<f32>, usize)> {
+                // (rows, blocks per row, data, imatrix, shift)
+                (prop::sample::select(BLOCK_COUNTS.to_vec()), 1usize..=2)
+                    .prop_flat_map(|(blocks, rows)| {
+                        let n = blocks * TY.block_size();
+                        let per_row = n.max(TY.block_size());
+                        (Just(rows), Just(blocks), rows_n(rows, n), imatrix(per_row), 0usize..4)
+                    })
+            }
+
+            fn each_isa(mut f: impl FnMut(Codec) -> Result<(), TestCaseError>) -> Result<(), TestCaseError> {
+                for isa in [Isa::Avx2, Isa::Avx512, Isa::Neon] {
+                    #[cfg(target_arch = "x86_64")]
+                    if isa == Isa::Neon { continue; }
+                    #[cfg(target_arch = "aarch64")]
+                    if isa != Isa::Neon { continue; }
+                    if let Some(codec) = codec_or_skip(TY, isa) {
+                        f(codec)?;
+                    }
+                }
+                Ok(())
+            }
+
+            proptest! {
+                #![proptest_config(config())]
+
+                #[test]
+                fn quantize((rows, blocks, x, w, shift) in case()) {
+                    let n = blocks * TY.block_size();
+                    if n == 0 {
+                        // No rows at all: an empty source gives an empty destination.
+                        each_isa(|c| {
+                            let mut out = [0u8; 0];
+                            prop_assert_eq!(c.quantize(&[], TY.block_size(), None, &mut out).unwrap(), 0);
+                            Ok(())
+                        })?;
+                    } else {
+                        let _ = rows;
+                        each_isa(|c| check_quantize(c, &x, n, None, shift))?;
+                        each_isa(|c| check_quantize(c, &x, n, Some(&w[..n]), shift))?;
+                    }
+                }
+
+                #[test]
+                fn dequantize_random(blocks in prop::sample::select(BLOCK_COUNTS.to_vec()), seed in any::<u64>(), shift in 0usize..4) {
+                    let mut s = seed | 1;
+                    let bytes: Vec<u8> = (0..blocks * TY.type_size()).map(|_| { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s as u8 }).collect();
+                    each_isa(|c| check_dequantize(c, &bytes, shift))?;
+                }
+
+                #[test]
+                fn dequantize_quantized((_rows, blocks, x, _w, shift) in case()) {
+                    let n = blocks * TY.block_size();
+                    let mut q = vec![0u8; if n == 0 { 0 } else { x.len() / n * TY.row_size(n).unwrap() }];
+                    if n > 0 {
+                        quantforge_kernels::quantize(TY, &x, n, None, &mut q).unwrap();
+                    }
+                    each_isa(|c| check_dequantize(c, &q, shift))?;
+                }
+            }
+        }
+    )* };
+}
+
+simd_vs_scalar! {
+    q4_k: Q4_K, q5_k: Q5_K, q6_k: Q6_K, q8_0: Q8_0, tq2_0: TQ2_0,
+}
+
+/// `QUANTFORGE_ISA` caps the choice: with it unset, the best codec is the widest ISA this
+/// CPU has for the types with SIMD paths.
+#[test]
+fn best_codec_uses_the_widest_supported_isa() {
+    if std::env::var_os("QUANTFORGE_ISA").is_some() {
+        eprintln!("SKIPPED: QUANTFORGE_ISA is set");
+        return;
+    }
+    let widest = [Isa::Avx512, Isa::Avx2, Isa::Neon]
+        .into_iter()
+        .find(|i| i.is_supported())
+        .unwrap_or(Isa::Scalar);
+    assert_eq!(Codec::best(GgmlType::Q4_K).isa(), widest);
+    assert_eq!(Codec::best(GgmlType::IQ4_XS).isa(), Isa::Scalar);
+}

@@ -1,0 +1,509 @@
+//! Typed metadata values that keep their exact wire type (`enum gguf_type` in ggml's
+//! `gguf.h`): a `u16` read is a `u16` written, strings keep their bytes, arrays keep their
+//! element type, and arrays of arrays keep each inner array's own type. That is what makes
+//! a re-emit byte-identical without holding on to the raw bytes.
+//!
+//! Floats compare by bit pattern (`PartialEq`), so NaN payloads and `-0.0` survive round
+//! trips and comparisons alike.
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// The wire type of a metadata value, with the code GGUF stores for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ValueType {
+    /// 8-bit unsigned integer (code 0).
+    U8,
+    /// 8-bit signed integer (code 1).
+    I8,
+    /// 16-bit unsigned integer (code 2).
+    U16,
+    /// 16-bit signed integer (code 3).
+    I16,
+    /// 32-bit unsigned integer (code 4).
+    U32,
+    /// 32-bit signed integer (code 5).
+    I32,
+    /// 32-bit IEEE float (code 6).
+    F32,
+    /// Boolean, one byte 0 or 1 (code 7).
+    Bool,
+    /// Length-prefixed (u64) byte string, UTF-8 by convention (code 8).
+    String,
+    /// Array: element type (u32), count (u64), elements (code 9).
+    Array,
+    /// 64-bit unsigned integer (code 10).
+    U64,
+    /// 64-bit signed integer (code 11).
+    I64,
+    /// 64-bit IEEE float (code 12).
+    F64,
+}
+
+impl ValueType {
+    /// Every type, in code order.
+    pub const ALL: [ValueType; 13] = [
+        ValueType::U8,
+        ValueType::I8,
+        ValueType::U16,
+        ValueType::I16,
+        ValueType::U32,
+        ValueType::I32,
+        ValueType::F32,
+        ValueType::Bool,
+        ValueType::String,
+        ValueType::Array,
+        ValueType::U64,
+        ValueType::I64,
+        ValueType::F64,
+    ];
+
+    /// The type with the given wire code, if any.
+    pub fn from_code(code: u32) -> Option<ValueType> {
+        Self::ALL.get(usize::try_from(code).ok()?).copied()
+    }
+
+    /// The wire code.
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The short name llama.cpp uses (`gguf_type_name`): `u8`, `i32`, `f32`, `bool`,
+    /// `str`, `arr`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueType::U8 => "u8",
+            ValueType::I8 => "i8",
+            ValueType::U16 => "u16",
+            ValueType::I16 => "i16",
+            ValueType::U32 => "u32",
+            ValueType::I32 => "i32",
+            ValueType::F32 => "f32",
+            ValueType::Bool => "bool",
+            ValueType::String => "str",
+            ValueType::Array => "arr",
+            ValueType::U64 => "u64",
+            ValueType::I64 => "i64",
+            ValueType::F64 => "f64",
+        }
+    }
+
+    /// The type with the given short name (as [`ValueType::name`] spells it).
+    pub fn from_name(name: &str) -> Option<ValueType> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Bytes one value occupies on the wire, for the fixed-size types.
+    pub fn fixed_size(self) -> Option<usize> {
+        match self {
+            ValueType::U8 | ValueType::I8 | ValueType::Bool => Some(1),
+            ValueType::U16 | ValueType::I16 => Some(2),
+            ValueType::U32 | ValueType::I32 | ValueType::F32 => Some(4),
+            ValueType::U64 | ValueType::I64 | ValueType::F64 => Some(8),
+            ValueType::String | ValueType::Array => None,
+        }
+    }
+
+    /// The fewest bytes one value of this type can occupy: its fixed size, a string's
+    /// 8-byte length, an array's 4-byte type and 8-byte count.
+    pub(crate) fn min_wire_size(self) -> usize {
+        match self {
+            ValueType::String => 8,
+            ValueType::Array => 12,
+            fixed => fixed.fixed_size().unwrap_or(1),
+        }
+    }
+}
+
+impl fmt::Display for ValueType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A GGUF string: bytes, UTF-8 by convention but not by guarantee, kept exactly.
+#[derive(Clone, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct GgufString(Vec<u8>);
+
+impl GgufString {
+    /// A string holding these bytes.
+    pub fn from_bytes(bytes: Vec<u8>) -> GgufString {
+        GgufString(bytes)
+    }
+
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The bytes, owned.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.0
+    }
+
+    /// The text, if the bytes are valid UTF-8.
+    pub fn as_str(&self) -> Option<&str> {
+        std::str::from_utf8(&self.0).ok()
+    }
+
+    /// The text, with invalid UTF-8 replaced by U+FFFD.
+    pub fn to_string_lossy(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(&self.0)
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether it has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for GgufString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.to_string_lossy(), f)
+    }
+}
+
+impl fmt::Display for GgufString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_string_lossy())
+    }
+}
+
+impl From<&str> for GgufString {
+    fn from(s: &str) -> GgufString {
+        GgufString(s.as_bytes().to_vec())
+    }
+}
+
+impl From<String> for GgufString {
+    fn from(s: String) -> GgufString {
+        GgufString(s.into_bytes())
+    }
+}
+
+impl From<Vec<u8>> for GgufString {
+    fn from(bytes: Vec<u8>) -> GgufString {
+        GgufString(bytes)
+    }
+}
+
+/// Calls `$m!` with the fixed-size numeric variants: `Variant rust_type as_fn get_fn`.
+macro_rules! for_each_number {
+    ($m:ident) => {
+        $m! {
+            U8 u8 as_u8 get_u8, I8 i8 as_i8 get_i8, U16 u16 as_u16 get_u16,
+            I16 i16 as_i16 get_i16, U32 u32 as_u32 get_u32, I32 i32 as_i32 get_i32,
+            F32 f32 as_f32 get_f32, U64 u64 as_u64 get_u64, I64 i64 as_i64 get_i64,
+            F64 f64 as_f64 get_f64
+        }
+    };
+}
+pub(crate) use for_each_number;
+
+/// One metadata value with its exact wire type.
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// `u8`.
+    U8(u8),
+    /// `i8`.
+    I8(i8),
+    /// `u16`.
+    U16(u16),
+    /// `i16`.
+    I16(i16),
+    /// `u32`.
+    U32(u32),
+    /// `i32`.
+    I32(i32),
+    /// `f32`.
+    F32(f32),
+    /// `bool`.
+    Bool(bool),
+    /// `str`.
+    String(GgufString),
+    /// `arr` of any element type.
+    Array(Array),
+    /// `u64`.
+    U64(u64),
+    /// `i64`.
+    I64(i64),
+    /// `f64`.
+    F64(f64),
+}
+
+/// An array value: the element type is the variant, so every element has it.
+///
+/// `Array(Vec<Array>)` is an array of arrays; each inner array has its own element type
+/// and length, as the wire format allows.
+#[derive(Clone, Debug)]
+pub enum Array {
+    /// `arr[u8]`.
+    U8(Vec<u8>),
+    /// `arr[i8]`.
+    I8(Vec<i8>),
+    /// `arr[u16]`.
+    U16(Vec<u16>),
+    /// `arr[i16]`.
+    I16(Vec<i16>),
+    /// `arr[u32]`.
+    U32(Vec<u32>),
+    /// `arr[i32]`.
+    I32(Vec<i32>),
+    /// `arr[f32]`.
+    F32(Vec<f32>),
+    /// `arr[bool]`.
+    Bool(Vec<bool>),
+    /// `arr[str]`.
+    String(Vec<GgufString>),
+    /// `arr[arr]`: each element an array of its own type.
+    Array(Vec<Array>),
+    /// `arr[u64]`.
+    U64(Vec<u64>),
+    /// `arr[i64]`.
+    I64(Vec<i64>),
+    /// `arr[f64]`.
+    F64(Vec<f64>),
+}
+
+/// Bitwise equality for one element type (floats by bit pattern).
+trait WireEq {
+    fn wire_eq(&self, other: &Self) -> bool;
+}
+
+macro_rules! wire_eq_exact {
+    ($($ty:ty),*) => { $( impl WireEq for $ty {
+        fn wire_eq(&self, other: &Self) -> bool { self == other }
+    } )* };
+}
+wire_eq_exact!(
+    u8, i8, u16, i16, u32, i32, u64, i64, bool, GgufString, Array
+);
+
+impl WireEq for f32 {
+    fn wire_eq(&self, other: &Self) -> bool {
+        self.to_bits() == other.to_bits()
+    }
+}
+
+impl WireEq for f64 {
+    fn wire_eq(&self, other: &Self) -> bool {
+        self.to_bits() == other.to_bits()
+    }
+}
+
+impl<T: WireEq> WireEq for Vec<T> {
+    fn wire_eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().zip(other).all(|(a, b)| a.wire_eq(b))
+    }
+}
+
+macro_rules! impl_value_and_array {
+    ($($variant:ident $ty:ident $as:ident $get:ident),*) => {
+        impl Value {
+            $(
+                #[doc = concat!("The value, if it is a `", stringify!($ty), "`.")]
+                pub fn $as(&self) -> Option<$ty> {
+                    match self { Value::$variant(v) => Some(*v), _ => None }
+                }
+            )*
+
+            /// The wire type.
+            pub fn value_type(&self) -> ValueType {
+                match self {
+                    $( Value::$variant(_) => ValueType::$variant, )*
+                    Value::Bool(_) => ValueType::Bool,
+                    Value::String(_) => ValueType::String,
+                    Value::Array(_) => ValueType::Array,
+                }
+            }
+        }
+
+        impl Array {
+            /// The element type.
+            pub fn elem_type(&self) -> ValueType {
+                match self {
+                    $( Array::$variant(_) => ValueType::$variant, )*
+                    Array::Bool(_) => ValueType::Bool,
+                    Array::String(_) => ValueType::String,
+                    Array::Array(_) => ValueType::Array,
+                }
+            }
+
+            /// Number of elements.
+            pub fn len(&self) -> usize {
+                match self {
+                    $( Array::$variant(v) => v.len(), )*
+                    Array::Bool(v) => v.len(),
+                    Array::String(v) => v.len(),
+                    Array::Array(v) => v.len(),
+                }
+            }
+
+            /// An empty array of the given element type.
+            pub fn empty(elem: ValueType) -> Array {
+                match elem {
+                    $( ValueType::$variant => Array::$variant(Vec::new()), )*
+                    ValueType::Bool => Array::Bool(Vec::new()),
+                    ValueType::String => Array::String(Vec::new()),
+                    ValueType::Array => Array::Array(Vec::new()),
+                }
+            }
+        }
+
+        impl PartialEq for Value {
+            fn eq(&self, other: &Value) -> bool {
+                match (self, other) {
+                    $( (Value::$variant(a), Value::$variant(b)) => a.wire_eq(b), )*
+                    (Value::Bool(a), Value::Bool(b)) => a == b,
+                    (Value::String(a), Value::String(b)) => a == b,
+                    (Value::Array(a), Value::Array(b)) => a == b,
+                    _ => false,
+                }
+            }
+        }
+
+        impl PartialEq for Array {
+            fn eq(&self, other: &Array) -> bool {
+                match (self, other) {
+                    $( (Array::$variant(a), Array::$variant(b)) => a.wire_eq(b), )*
+                    (Array::Bool(a), Array::Bool(b)) => a == b,
+                    (Array::String(a), Array::String(b)) => a == b,
+                    (Array::Array(a), Array::Array(b)) => a.wire_eq(b),
+                    _ => false,
+                }
+            }
+        }
+
+        $(
+            impl From<$ty> for Value {
+                fn from(v: $ty) -> Value { Value::$variant(v) }
+            }
+            impl From<Vec<$ty>> for Array {
+                fn from(v: Vec<$ty>) -> Array { Array::$variant(v) }
+            }
+        )*
+    };
+}
+for_each_number!(impl_value_and_array);
+
+impl Eq for Value {}
+impl Eq for Array {}
+
+impl From<bool> for Value {
+    fn from(v: bool) -> Value {
+        Value::Bool(v)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(v: &str) -> Value {
+        Value::String(v.into())
+    }
+}
+
+impl From<String> for Value {
+    fn from(v: String) -> Value {
+        Value::String(v.into())
+    }
+}
+
+impl From<GgufString> for Value {
+    fn from(v: GgufString) -> Value {
+        Value::String(v)
+    }
+}
+
+impl From<Array> for Value {
+    fn from(v: Array) -> Value {
+        Value::Array(v)
+    }
+}
+
+impl From<Vec<bool>> for Array {
+    fn from(v: Vec<bool>) -> Array {
+        Array::Bool(v)
+    }
+}
+
+impl From<Vec<GgufString>> for Array {
+    fn from(v: Vec<GgufString>) -> Array {
+        Array::String(v)
+    }
+}
+
+impl From<Vec<Array>> for Array {
+    fn from(v: Vec<Array>) -> Array {
+        Array::Array(v)
+    }
+}
+
+impl Value {
+    /// The full type as text: `u32`, `str`, `arr[str]`, `arr[arr]`.
+    pub fn type_name(&self) -> String {
+        match self {
+            Value::Array(a) => a.type_name(),
+            other => other.value_type().name().to_string(),
+        }
+    }
+
+    /// The value as a `u64` if it is an integer of any width and sign that fits.
+    pub fn as_u64_lossless(&self) -> Option<u64> {
+        match *self {
+            Value::U8(v) => Some(v.into()),
+            Value::U16(v) => Some(v.into()),
+            Value::U32(v) => Some(v.into()),
+            Value::U64(v) => Some(v),
+            Value::I8(v) => u64::try_from(v).ok(),
+            Value::I16(v) => u64::try_from(v).ok(),
+            Value::I32(v) => u64::try_from(v).ok(),
+            Value::I64(v) => u64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    /// The string, if the value is one.
+    pub fn as_gguf_string(&self) -> Option<&GgufString> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The text, if the value is a UTF-8 string.
+    pub fn as_str(&self) -> Option<&str> {
+        self.as_gguf_string()?.as_str()
+    }
+
+    /// The array, if the value is one.
+    pub fn as_array(&self) -> Option<&Array> {
+        match self {
+            Value::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The bool, if the value is one.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+}
+
+impl Array {
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The full type as text: `arr[u32]`, `arr[str]`, `arr[arr]`.
+    pub fn type_name(&self) -> String {
+        format!("arr[{}]", self.elem_type().name())
+    }
+}

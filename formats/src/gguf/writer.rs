@@ -1,0 +1,400 @@
+//! Writing GGUF: a streaming writer (header first, then each tensor's data in directory
+//! order, padded like ggml's `gguf_write_out`), a builder for headers with tensors given
+//! up front or streamed later, and atomic file replacement.
+//!
+//! Memory stays bounded by the header plus whatever slice the caller hands over: tensor
+//! data goes straight to the output.
+
+use super::error::{GgufError, Result};
+use super::header::{GgufHeader, pad};
+use super::metadata::Metadata;
+use super::tensor::TensorInfo;
+use quantforge_kernels::GgmlType;
+use std::borrow::Cow;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Zero bytes for padding, written in pieces of at most this size.
+const ZEROS: [u8; 4096] = [0; 4096];
+
+/// A file written under a temporary name in its target's directory, then flushed,
+/// fsynced and renamed over the target by [`AtomicFile::commit`]. Dropped without a
+/// commit (an error, a panic), the temporary file is deleted: the target is never left
+/// half-written.
+pub struct AtomicFile {
+    path: PathBuf,
+    out: BufWriter<tempfile::NamedTempFile>,
+}
+
+impl AtomicFile {
+    /// Starts writing what will become `path`.
+    pub fn create(path: impl AsRef<Path>) -> Result<AtomicFile> {
+        let path = path.as_ref().to_path_buf();
+        let dir = parent_dir(&path);
+        let tmp = tempfile::Builder::new()
+            .prefix(".quantforge-")
+            .suffix(".tmp")
+            .tempfile_in(dir)
+            .map_err(|e| {
+                GgufError::io(
+                    format!("cannot create a temporary file in {}", dir.display()),
+                    e,
+                )
+                .in_file(&path)
+            })?;
+        Ok(AtomicFile {
+            path,
+            out: BufWriter::with_capacity(1 << 20, tmp),
+        })
+    }
+
+    /// The final path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Flushes, fsyncs and renames the file into place, then fsyncs the directory so the
+    /// rename is durable too.
+    pub fn commit(self) -> Result<()> {
+        let path = self.path;
+        let fail = |what: &str, e: std::io::Error| GgufError::io(what, e).in_file(&path);
+        let tmp = self
+            .out
+            .into_inner()
+            .map_err(|e| fail("cannot write", e.into_error()))?;
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| fail("cannot fsync", e))?;
+        tmp.persist(&path)
+            .map_err(|e| fail("cannot rename the temporary file into place", e.error))?;
+        if let Ok(dir) = std::fs::File::open(parent_dir(&path)) {
+            // Best effort: some filesystems do not support fsync on directories.
+            let _ = dir.sync_all();
+        }
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
+/// Writes one GGUF file front to back: the header on creation, then each tensor's data
+/// in directory order, whole ([`GgufWriter::write_tensor`]) or in pieces
+/// ([`GgufWriter::write_chunk`]). Each tensor is padded with zeros to the alignment
+/// once complete, the last one included, exactly as ggml and gguf-py write.
+pub struct GgufWriter<'a, W: Write> {
+    out: W,
+    path: Option<PathBuf>,
+    tensors: Vec<TensorInfo>,
+    queued: Vec<Option<Cow<'a, [u8]>>>,
+    alignment: u64,
+    next: usize,
+    done_in_next: u64,
+    written: u64,
+    failed: bool,
+}
+
+impl<'a, W: Write> GgufWriter<'a, W> {
+    /// Writes `header` to `out` and returns a writer waiting for the first tensor's data.
+    pub fn new(out: W, header: &GgufHeader) -> Result<GgufWriter<'a, W>> {
+        Self::with_queued(out, None, header, Vec::new())
+    }
+
+    fn with_queued(
+        out: W,
+        path: Option<PathBuf>,
+        header: &GgufHeader,
+        mut queued: Vec<Option<Cow<'a, [u8]>>>,
+    ) -> Result<GgufWriter<'a, W>> {
+        let (bytes, layout) = header.encode()?;
+        queued.resize(header.tensors().len(), None);
+        let mut w = GgufWriter {
+            out,
+            path,
+            tensors: header.tensors().to_vec(),
+            queued,
+            alignment: layout.alignment,
+            next: 0,
+            done_in_next: 0,
+            written: 0,
+            failed: false,
+        };
+        w.put(&bytes)?;
+        w.write_queued()?;
+        Ok(w)
+    }
+
+    /// The tensor whose data is expected next, if any.
+    pub fn next_tensor(&self) -> Option<&TensorInfo> {
+        self.tensors.get(self.next)
+    }
+
+    /// Bytes written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.written
+    }
+
+    /// Writes the whole data of tensor `name`, which must be the next one and not begun.
+    pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
+        self.check_usable()?;
+        let Some(next) = self.tensors.get(self.next) else {
+            return Err(self.stream_error(format!(
+                "tensor '{name}' given, but every tensor is already written"
+            )));
+        };
+        if next.name() != name {
+            return Err(self.stream_error(format!(
+                "tensor '{name}' given, but '{}' comes next in the directory",
+                next.name()
+            )));
+        }
+        if self.done_in_next != 0 {
+            return Err(self.stream_error(format!(
+                "tensor '{name}' given whole after {} bytes of it were written in chunks",
+                self.done_in_next
+            )));
+        }
+        if data.len() as u64 != next.n_bytes() {
+            return Err(GgufError::DataSize {
+                name: name.to_string(),
+                ty: next.ty(),
+                expected: next.n_bytes(),
+                got: data.len() as u64,
+            });
+        }
+        self.write_chunk(data)
+    }
+
+    /// Writes the next piece of the current tensor's data. When the tensor is complete its
+    /// padding follows. (A tensor of zero bytes is completed by an empty chunk.)
+    pub fn write_chunk(&mut self, data: &[u8]) -> Result<()> {
+        self.check_usable()?;
+        let Some(next) = self.tensors.get(self.next) else {
+            return Err(self.stream_error(format!(
+                "{} bytes given, but every tensor is already written",
+                data.len()
+            )));
+        };
+        let size = next.n_bytes();
+        let left = size - self.done_in_next;
+        if data.len() as u64 > left {
+            return Err(self.stream_error(format!(
+                "{} bytes given for tensor '{}', which has only {left} of its {size} bytes left",
+                data.len(),
+                next.name()
+            )));
+        }
+        self.put(data)?;
+        self.done_in_next += data.len() as u64;
+        if self.done_in_next == size {
+            self.complete_tensor()?;
+            self.write_queued()?;
+        }
+        Ok(())
+    }
+
+    /// Checks every tensor was written and returns the output.
+    pub fn finish(mut self) -> Result<W> {
+        self.check_usable()?;
+        if let Some(next) = self.tensors.get(self.next) {
+            let missing = self.tensors.len() - self.next;
+            return Err(self.stream_error(format!(
+                "finished with {missing} tensors unwritten, starting with '{}' ({} of {} bytes)",
+                next.name(),
+                self.done_in_next,
+                next.n_bytes()
+            )));
+        }
+        self.out
+            .flush()
+            .map_err(|e| self.with_path(GgufError::io("cannot write", e)))?;
+        Ok(self.out)
+    }
+
+    fn complete_tensor(&mut self) -> Result<()> {
+        let size = self.tensors[self.next].n_bytes();
+        let padded = pad(size, self.alignment).unwrap_or(size);
+        let mut zeros = padded - size;
+        while zeros > 0 {
+            let n = zeros.min(ZEROS.len() as u64) as usize;
+            self.put(&ZEROS[..n])?;
+            zeros -= n as u64;
+        }
+        self.next += 1;
+        self.done_in_next = 0;
+        Ok(())
+    }
+
+    /// Writes the data given up front for the tensors that come next.
+    fn write_queued(&mut self) -> Result<()> {
+        while let Some(slot) = self.queued.get_mut(self.next) {
+            let Some(data) = slot.take() else { break };
+            self.put(&data)?;
+            self.done_in_next = data.len() as u64;
+            self.complete_tensor()?;
+        }
+        Ok(())
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Result<()> {
+        match self.out.write_all(bytes) {
+            Ok(()) => {
+                self.written += bytes.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                self.failed = true;
+                Err(self.with_path(GgufError::io("cannot write", e)))
+            }
+        }
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.failed {
+            return Err(self.stream_error("an earlier write failed".to_string()));
+        }
+        Ok(())
+    }
+
+    fn stream_error(&self, message: String) -> GgufError {
+        self.with_path(GgufError::Stream(message))
+    }
+
+    fn with_path(&self, e: GgufError) -> GgufError {
+        match &self.path {
+            Some(p) => e.in_file(p),
+            None => e,
+        }
+    }
+}
+
+impl<'a> GgufWriter<'a, AtomicFile> {
+    /// Starts writing `header` to a temporary file that becomes `path` on
+    /// [`GgufWriter::commit`].
+    pub fn create(path: impl AsRef<Path>, header: &GgufHeader) -> Result<Self> {
+        let file = AtomicFile::create(&path)?;
+        let path = file.path().to_path_buf();
+        Self::with_queued(file, Some(path), header, Vec::new())
+    }
+
+    /// Checks every tensor was written, then moves the file into place.
+    pub fn commit(self) -> Result<()> {
+        self.finish()?.commit()
+    }
+}
+
+/// A header under construction plus the data of the tensors given up front.
+///
+/// Tensors are either added with their data ([`GgufBuilder::add_tensor`]) or declared
+/// ([`GgufBuilder::declare_tensor`]) and streamed later through the [`GgufWriter`] that
+/// [`GgufBuilder::create`] or [`GgufBuilder::stream`] returns, in declaration order;
+/// the writer writes the given data itself as its turn comes.
+#[derive(Debug, Default)]
+pub struct GgufBuilder<'a> {
+    header: GgufHeader,
+    data: Vec<Option<Cow<'a, [u8]>>>,
+}
+
+impl<'a> GgufBuilder<'a> {
+    /// An empty version-3 header.
+    pub fn new() -> GgufBuilder<'a> {
+        GgufBuilder::default()
+    }
+
+    /// Starts from `header` (metadata, version, tensors, all declared without data).
+    pub fn from_header(header: GgufHeader) -> GgufBuilder<'a> {
+        let data = vec![None; header.tensors().len()];
+        GgufBuilder { header, data }
+    }
+
+    /// The header so far.
+    pub fn header(&self) -> &GgufHeader {
+        &self.header
+    }
+
+    /// The metadata, to change (see [`Metadata::set`], [`Metadata::copy_from`]).
+    pub fn metadata_mut(&mut self) -> &mut Metadata {
+        self.header.metadata_mut()
+    }
+
+    /// Sets the GGUF version (2 or 3).
+    pub fn set_version(&mut self, version: u32) -> Result<()> {
+        self.header.set_version(version)
+    }
+
+    /// Adds a tensor with its data (`ne` in ggml order); the data length must match.
+    pub fn add_tensor(
+        &mut self,
+        name: impl Into<String>,
+        ty: GgmlType,
+        ne: &[u64],
+        data: impl Into<Cow<'a, [u8]>>,
+    ) -> Result<()> {
+        let info = TensorInfo::new(name, ty, ne)?;
+        let data = data.into();
+        if data.len() as u64 != info.n_bytes() {
+            return Err(GgufError::DataSize {
+                name: info.name().to_string(),
+                ty,
+                expected: info.n_bytes(),
+                got: data.len() as u64,
+            });
+        }
+        self.header.push_tensor(info)?;
+        self.data.push(Some(data));
+        Ok(())
+    }
+
+    /// Declares a tensor whose data will be streamed to the writer later.
+    pub fn declare_tensor(
+        &mut self,
+        name: impl Into<String>,
+        ty: GgmlType,
+        ne: &[u64],
+    ) -> Result<()> {
+        self.header.push_tensor(TensorInfo::new(name, ty, ne)?)?;
+        self.data.push(None);
+        Ok(())
+    }
+
+    /// Writes the header to `out`, and the data given up front as far as it reaches.
+    pub fn stream<W: Write>(self, out: W) -> Result<GgufWriter<'a, W>> {
+        GgufWriter::with_queued(out, None, &self.header, self.data)
+    }
+
+    /// Like [`GgufBuilder::stream`], into a temporary file that becomes `path` on
+    /// [`GgufWriter::commit`].
+    pub fn create(self, path: impl AsRef<Path>) -> Result<GgufWriter<'a, AtomicFile>> {
+        let file = AtomicFile::create(&path)?;
+        let path = file.path().to_path_buf();
+        GgufWriter::with_queued(file, Some(path), &self.header, self.data)
+    }
+
+    /// The whole file in memory; every tensor must have been given data.
+    pub fn to_bytes(self) -> Result<Vec<u8>> {
+        self.stream(Vec::new())?.finish()
+    }
+
+    /// Writes the whole file atomically; every tensor must have been given data.
+    pub fn write(self, path: impl AsRef<Path>) -> Result<()> {
+        self.create(path)?.commit()
+    }
+}

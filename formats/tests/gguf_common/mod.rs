@@ -1,0 +1,95 @@
+//! Helpers shared by the GGUF integration tests: the real-model cache and small builders.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use quantforge_formats::gguf::{Array, GgufBuilder, Value};
+use quantforge_kernels::GgmlType;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("formats/ has a parent")
+        .to_path_buf()
+}
+
+/// The real Gemma-3-270M Q4_K_M GGUF from the model cache, fetched by
+/// `scripts/fetch-models` if missing. `None` (with a printed reason) only when
+/// `QF_SKIP_REAL_MODELS=1`; a failed fetch fails the test.
+pub fn gemma_gguf() -> Option<PathBuf> {
+    real_model("gemma3-270m-q4_k_m.gguf")
+}
+
+/// sha256 of the real Gemma GGUF (DESIGN.md section 4).
+pub const GEMMA_SHA256: &str = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818";
+/// Its size in bytes.
+pub const GEMMA_SIZE: u64 = 253_113_024;
+
+fn real_model(name: &str) -> Option<PathBuf> {
+    if std::env::var("QF_SKIP_REAL_MODELS").as_deref() == Ok("1") {
+        eprintln!("SKIPPED: real model {name} not used because QF_SKIP_REAL_MODELS=1");
+        return None;
+    }
+    static CACHE: OnceLock<PathBuf> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| {
+        let cache = std::env::var_os("QF_MODEL_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| repo_root().join(".cache/models"));
+        if !cache.join("gemma3-270m-q4_k_m.gguf").exists()
+            || !cache.join("all-minilm-l6-v2/model.safetensors").exists()
+        {
+            let status = std::process::Command::new(repo_root().join("scripts/fetch-models"))
+                .env("QF_MODEL_CACHE", &cache)
+                .status()
+                .expect("cannot run scripts/fetch-models");
+            assert!(status.success(), "scripts/fetch-models failed: {status}");
+        }
+        cache
+    });
+    let path = cache.join(name);
+    assert!(
+        path.exists(),
+        "{} missing after fetch-models",
+        path.display()
+    );
+    Some(path)
+}
+
+/// sha256 of a file, by the coreutils `sha256sum`.
+pub fn sha256(path: &Path) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("cannot run sha256sum");
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A small valid GGUF: a few keys of several types and three tensors (f32, q8_0, f16).
+pub fn small_gguf() -> Vec<u8> {
+    let mut b = GgufBuilder::new();
+    let m = b.metadata_mut();
+    m.set("general.architecture", "llama").unwrap();
+    m.set("general.name", "tiny").unwrap();
+    m.set("llama.block_count", Value::U32(2)).unwrap();
+    m.set("llama.rope.freq_base", Value::F32(10000.0)).unwrap();
+    m.set(
+        "tokenizer.ggml.tokens",
+        Array::String(vec!["<s>".into(), "</s>".into(), "a".into()]),
+    )
+    .unwrap();
+    m.set("tokenizer.ggml.add_bos_token", true).unwrap();
+    let f32_data: Vec<u8> = (0..12u32).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    b.add_tensor("a.weight", GgmlType::F32, &[4, 3], f32_data)
+        .unwrap();
+    b.add_tensor("b.weight", GgmlType::Q8_0, &[32, 2], vec![7u8; 68])
+        .unwrap();
+    b.add_tensor("c.bias", GgmlType::F16, &[5], vec![1u8; 10])
+        .unwrap();
+    b.to_bytes().unwrap()
+}

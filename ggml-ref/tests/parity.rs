@@ -15,7 +15,6 @@ mod common;
 use common::*;
 use quantforge_kernels::{GgmlType, Isa, scalar};
 
-
 fn config() -> ProptestConfig {
     let cases = std::env::var("QF_PARITY_CASES")
         .ok()

@@ -4,6 +4,7 @@
 //! chosen ISA runs the next lower one, and [`Codec::isa`] says which.
 
 use crate::{Error, GgmlType, Result, scalar, simd};
+use rayon::prelude::*;
 use std::sync::OnceLock;
 
 /// An instruction set a codec path is written for.
@@ -181,13 +182,62 @@ impl Codec {
         imatrix: Option<&[f32]>,
         dst: &mut [u8],
     ) -> Result<usize> {
+        let Some(row_size) = self.check_quantize(src, n_per_row, imatrix, dst)? else {
+            return Ok(0);
+        };
+        for (x, y) in src
+            .chunks_exact(n_per_row)
+            .zip(dst.chunks_exact_mut(row_size))
+        {
+            self.quantize_one_row(x, imatrix, y);
+        }
+        Ok(dst.len())
+    }
+
+    /// [`Codec::quantize`] with the rows spread over the threads of the current rayon
+    /// pool (run it inside `ThreadPool::install` to choose the count). Each row is
+    /// quantized by itself, so the output is the same whatever the thread count.
+    pub fn quantize_par(
+        &self,
+        src: &[f32],
+        n_per_row: usize,
+        imatrix: Option<&[f32]>,
+        dst: &mut [u8],
+    ) -> Result<usize> {
+        let Some(row_size) = self.check_quantize(src, n_per_row, imatrix, dst)? else {
+            return Ok(0);
+        };
+        // Rows per task: about `PAR_TASK_BYTES` of input each, at least one row.
+        let rows = (PAR_TASK_BYTES / 4 / n_per_row).max(1);
+        src.par_chunks(rows * n_per_row)
+            .zip(dst.par_chunks_mut(rows * row_size))
+            .for_each(|(xs, ys)| {
+                for (x, y) in xs
+                    .chunks_exact(n_per_row)
+                    .zip(ys.chunks_exact_mut(row_size))
+                {
+                    self.quantize_one_row(x, imatrix, y);
+                }
+            });
+        Ok(dst.len())
+    }
+
+    /// Checks the arguments of a quantization; `Ok(None)` for an empty source, else the
+    /// bytes of one row.
+    fn check_quantize(
+        &self,
+        src: &[f32],
+        n_per_row: usize,
+        imatrix: Option<&[f32]>,
+        dst: &[u8],
+    ) -> Result<Option<usize>> {
         let ty = self.ty;
         if !scalar::can_quantize(ty) {
             return Err(Error::Unsupported { ty, op: "quantize" });
         }
         if src.is_empty() {
             check_len("destination bytes", 0, dst.len())?;
-            return Ok(0);
+            return Ok(None);
         }
         if n_per_row == 0 || !src.len().is_multiple_of(n_per_row) {
             return Err(Error::LengthMismatch {
@@ -221,17 +271,28 @@ impl Codec {
                 value: src[index],
             });
         }
-        for (x, y) in src
-            .chunks_exact(n_per_row)
-            .zip(dst.chunks_exact_mut(row_size))
-        {
-            self.quantize_one_row(x, imatrix, y);
-        }
-        Ok(total)
+        Ok(Some(row_size))
     }
 
     /// Dequantizes as [`crate::dequantize`] does, on this codec's path.
     pub fn dequantize(&self, src: &[u8], dst: &mut [f32]) -> Result<()> {
+        self.check_dequantize(src, dst)?;
+        self.dequantize_blocks(src, dst);
+        Ok(())
+    }
+
+    /// [`Codec::dequantize`] spread over the threads of the current rayon pool.
+    pub fn dequantize_par(&self, src: &[u8], dst: &mut [f32]) -> Result<()> {
+        self.check_dequantize(src, dst)?;
+        let ty = self.ty;
+        let blocks = (PAR_TASK_BYTES / 4 / ty.block_size()).max(1);
+        src.par_chunks(blocks * ty.type_size())
+            .zip(dst.par_chunks_mut(blocks * ty.block_size()))
+            .for_each(|(x, y)| self.dequantize_blocks(x, y));
+        Ok(())
+    }
+
+    fn check_dequantize(&self, src: &[u8], dst: &[f32]) -> Result<()> {
         let ty = self.ty;
         if !scalar::can_dequantize(ty) {
             return Err(Error::Unsupported {
@@ -247,11 +308,12 @@ impl Codec {
             });
         }
         let n = src.len() / ty.type_size() * ty.block_size();
-        check_len("destination elements", n, dst.len())?;
-        self.dequantize_blocks(src, dst);
-        Ok(())
+        check_len("destination elements", n, dst.len())
     }
 }
+
+/// Input bytes (f32) per parallel task: small enough to balance, large enough to amortize.
+const PAR_TASK_BYTES: usize = 256 << 10;
 
 fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<()> {
     if expected == actual {

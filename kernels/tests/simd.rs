@@ -54,8 +54,13 @@ fn check_quantize(
     xs[shift..].copy_from_slice(x);
     let mut ours = vec![0u8; size + shift];
     let mut spec = vec![0u8; size];
-    codec.quantize(&xs[shift..], n, w, &mut ours[shift..]).unwrap();
-    Codec::new(ty, Isa::Scalar).unwrap().quantize(x, n, w, &mut spec).unwrap();
+    codec
+        .quantize(&xs[shift..], n, w, &mut ours[shift..])
+        .unwrap();
+    Codec::new(ty, Isa::Scalar)
+        .unwrap()
+        .quantize(x, n, w, &mut spec)
+        .unwrap();
     let ours = &ours[shift..];
     if let Some(i) = ours.iter().zip(&spec).position(|(a, b)| a != b) {
         let b = i / ty.type_size();
@@ -79,8 +84,15 @@ fn check_dequantize(codec: Codec, bytes: &[u8], shift: usize) -> Result<(), Test
     let mut ours = vec![0f32; n + shift];
     let mut spec = vec![0f32; n];
     codec.dequantize(&src[shift..], &mut ours[shift..]).unwrap();
-    Codec::new(ty, Isa::Scalar).unwrap().dequantize(bytes, &mut spec).unwrap();
-    if let Some(i) = ours[shift..].iter().zip(&spec).position(|(a, b)| a.to_bits() != b.to_bits()) {
+    Codec::new(ty, Isa::Scalar)
+        .unwrap()
+        .dequantize(bytes, &mut spec)
+        .unwrap();
+    if let Some(i) = ours[shift..]
+        .iter()
+        .zip(&spec)
+        .position(|(a, b)| a.to_bits() != b.to_bits())
+    {
         return Err(TestCaseError::fail(format!(
             "{ty} on {}: element {i}: simd {:e} scalar {:e}",
             codec.isa(),
@@ -179,4 +191,46 @@ fn best_codec_uses_the_widest_supported_isa() {
         .unwrap_or(Isa::Scalar);
     assert_eq!(Codec::best(GgmlType::Q4_K).isa(), widest);
     assert_eq!(Codec::best(GgmlType::IQ4_XS).isa(), Isa::Scalar);
+}
+
+/// The parallel entry points give the sequential bytes for any thread count.
+#[test]
+fn parallel_output_is_independent_of_thread_count() {
+    let n = 1024;
+    let x: Vec<f32> = (0..300 * n)
+        .map(|i| ((i * 7919 % 10007) as f32 - 5000.0) / 1234.0)
+        .collect();
+    let w: Vec<f32> = (0..n).map(|i| (i % 11) as f32 * 0.5).collect();
+    for ty in [
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+        GgmlType::Q8_0,
+        GgmlType::IQ4_XS,
+    ] {
+        let codec = Codec::best(ty);
+        let size = x.len() / n * ty.row_size(n).unwrap();
+        let mut seq = vec![0u8; size];
+        codec.quantize(&x, n, Some(&w), &mut seq).unwrap();
+        let mut back_seq = vec![0f32; x.len()];
+        codec.dequantize(&seq, &mut back_seq).unwrap();
+        for threads in [1, 2, 3, 8] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let mut par = vec![0u8; size];
+            pool.install(|| codec.quantize_par(&x, n, Some(&w), &mut par))
+                .unwrap();
+            assert!(par == seq, "{ty} quantize with {threads} threads");
+            let mut back = vec![0f32; x.len()];
+            pool.install(|| codec.dequantize_par(&par, &mut back))
+                .unwrap();
+            assert!(
+                back.iter()
+                    .zip(&back_seq)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{ty} dequantize with {threads} threads"
+            );
+        }
+    }
 }

@@ -607,7 +607,16 @@ pub(crate) fn search_sub_block(
                 *w = av_x + v.abs();
             }
             let (scale, min) = make_qkx2_quants(
-                32, format.nmax, xs, &weights, ls, &mut laux, rmin, rdelta, nstep, false,
+                32,
+                format.nmax,
+                xs,
+                &weights,
+                ls,
+                &mut laux,
+                rmin,
+                rdelta,
+                nstep,
+                false,
             );
             (scale, min, 0.0)
         }

@@ -4,7 +4,9 @@
 //! takes with an importance matrix) and `dequantize_row_q4_K` of ggml 0.26.0; the search
 //! itself is shared with q5_K in [`super::kquant`].
 
-use super::kquant::{ScaleMinFormat, ScaleMinSuperBlock, get_scale_min_k4, quantize_scale_min_super_block};
+use super::kquant::{
+    ScaleMinFormat, ScaleMinSuperBlock, get_scale_min_k4, quantize_scale_min_super_block,
+};
 use crate::blocks::{BlockQ4K, QK_K};
 
 /// q4_K's parameters of the shared q4_K/q5_K search.

@@ -5,7 +5,9 @@
 //! takes with an importance matrix) and `dequantize_row_q5_K` of ggml 0.26.0; the search
 //! itself is shared with q4_K in [`super::kquant`].
 
-use super::kquant::{ScaleMinFormat, ScaleMinSuperBlock, get_scale_min_k4, quantize_scale_min_super_block};
+use super::kquant::{
+    ScaleMinFormat, ScaleMinSuperBlock, get_scale_min_k4, quantize_scale_min_super_block,
+};
 use crate::blocks::{BlockQ5K, QK_K};
 
 /// q5_K's parameters of the shared q4_K/q5_K search.
@@ -34,10 +36,10 @@ pub(crate) fn pack(sb: ScaleMinSuperBlock, block: &mut BlockQ5K) {
     // Each 64 values share 32 bytes of `qs` (the first 32 in the low nibbles) and a bit
     // pair of `qh`.
     block.qh = [0; QK_K / 8];
-    for (n, (ls, qs)) in
-        l.chunks_exact(64)
-            .zip(block.qs.chunks_exact_mut(32))
-            .enumerate()
+    for (n, (ls, qs)) in l
+        .chunks_exact(64)
+        .zip(block.qs.chunks_exact_mut(32))
+        .enumerate()
     {
         let (m1, m2) = (1u8 << (2 * n), 2u8 << (2 * n));
         for (j, (q, qh)) in qs.iter_mut().zip(block.qh.iter_mut()).enumerate() {

@@ -47,7 +47,11 @@ pub(crate) fn qkx_search<V: Lanes>(
     let mut scale = V::splat(1.0).div(iscale);
     let mut best_error = zero;
     for i in 0..32 {
-        let l = V::int_to_f32(V::clamp_int(iscale.mul(x[i].sub(min)).nearest_int(), 0, nmax));
+        let l = V::int_to_f32(V::clamp_int(
+            iscale.mul(x[i].sub(min)).nearest_int(),
+            0,
+            nmax,
+        ));
         let diff = scale.mul(l).add(min).sub(x[i]);
         best_error = best_error.add(w[i].mul(diff.mul(diff)));
     }

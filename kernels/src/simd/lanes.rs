@@ -83,7 +83,9 @@ pub(crate) fn abs_max<V: Lanes>(x: &[f32]) -> f32 {
     }
     let mut buf = [0.0f32; 16];
     m.store(&mut buf);
-    buf[..V::N].iter().fold(0.0f32, |acc, &v| if acc > v { acc } else { v })
+    buf[..V::N]
+        .iter()
+        .fold(0.0f32, |acc, &v| if acc > v { acc } else { v })
 }
 
 /// Transposes `count` consecutive runs of 32 values (`count <= N`) so that vector `i`

@@ -5,9 +5,9 @@
 use super::kquant::qx_scale;
 use super::lanes::{Lanes, transpose16};
 use crate::blocks::{BlockQ6K, QK_K};
+use crate::num::{F16Le, nearest_int};
 use crate::scalar::kquant::{GROUP_MAX_EPS, make_qx_quants};
 use crate::scalar::q6_k::pack_codes;
-use crate::num::{F16Le, nearest_int};
 use bytemuck::Zeroable;
 
 /// One row as `quantize_q6_K` does it (reference path without `qw`, `_impl` with it).

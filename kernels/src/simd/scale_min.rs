@@ -8,8 +8,7 @@ use super::kquant::{Level, qkx_search};
 use super::lanes::{Lanes, from_fn, transpose32};
 use crate::blocks::QK_K;
 use crate::scalar::kquant::{
-    ScaleMinFormat, ScaleMinSuperBlock, choose_scale_min_codes, get_scale_min_k4,
-    search_sub_block,
+    ScaleMinFormat, ScaleMinSuperBlock, choose_scale_min_codes, get_scale_min_k4, search_sub_block,
 };
 
 /// Quantizes one row (`x.len()` a multiple of 256, `qw` its importance weights) and hands
@@ -36,7 +35,8 @@ pub(crate) fn quantize_row<V: Lanes>(
             (Some(qw), Some(sigma2)) => {
                 let wq: [V; 32] = transpose32(&qw[g * 32..], count);
                 let s2: V = from_fn(|lane| sigma2.get((g + lane) / 8).copied().unwrap_or(0.0));
-                let w: [V; 32] = std::array::from_fn(|i| wq[i].mul(s2.add(xt[i].mul(xt[i])).sqrt()));
+                let w: [V; 32] =
+                    std::array::from_fn(|i| wq[i].mul(s2.add(xt[i].mul(xt[i])).sqrt()));
                 let mut sum_w = zero;
                 for wi in &w {
                     sum_w = sum_w.add(*wi);
@@ -63,12 +63,8 @@ pub(crate) fn quantize_row<V: Lanes>(
     for b in 0..nb {
         let sub = |v: &[f32]| -> [f32; 8] { v[8 * b..8 * b + 8].try_into().unwrap() };
         let sw_b = sub(&sw);
-        let (d, dmin, packed) = choose_scale_min_codes(
-            &sub(&scales),
-            &sub(&mins),
-            qw.map(|_| &sw_b),
-            format,
-        );
+        let (d, dmin, packed) =
+            choose_scale_min_codes(&sub(&scales), &sub(&mins), qw.map(|_| &sw_b), format);
         let (d_all, dmin_all) = (d.to_f32(), dmin.to_f32());
         let xb = &x[b * QK_K..(b + 1) * QK_K];
         let mut l = [0u8; QK_K];
@@ -109,10 +105,19 @@ fn super_block_sigma2<V: Lanes>(x: &[f32]) -> Vec<f32> {
         let count = V::N.min(nb - g);
         let mut acc = V::splat(0.0);
         for i in 0..QK_K {
-            let v: V = from_fn(|lane| if lane < count { x[(g + lane) * QK_K + i] } else { 0.0 });
+            let v: V = from_fn(|lane| {
+                if lane < count {
+                    x[(g + lane) * QK_K + i]
+                } else {
+                    0.0
+                }
+            });
             acc = acc.add(v.mul(v));
         }
-        V::splat(2.0).mul(acc).div(V::splat(QK_K as f32)).store(&mut buf);
+        V::splat(2.0)
+            .mul(acc)
+            .div(V::splat(QK_K as f32))
+            .store(&mut buf);
         out[g..g + count].copy_from_slice(&buf[..count]);
     }
     out

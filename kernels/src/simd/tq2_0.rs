@@ -21,7 +21,8 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], y: &mut [BlockTq2_0]) {
             for (m, q) in qs.iter_mut().enumerate() {
                 let mut byte = 0u8;
                 for n in 0..4 {
-                    byte = byte.wrapping_add(((cs[m + 32 * n].wrapping_add(1) & 3) as u8) << (2 * n));
+                    byte =
+                        byte.wrapping_add(((cs[m + 32 * n].wrapping_add(1) & 3) as u8) << (2 * n));
                 }
                 *q = byte;
             }

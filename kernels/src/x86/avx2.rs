@@ -66,7 +66,12 @@ impl Lanes for Avx2 {
     #[inline(always)]
     fn abs(self) -> Self {
         // SAFETY: see the impl comment.
-        unsafe { Avx2(_mm256_and_ps(self.0, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff)))) }
+        unsafe {
+            Avx2(_mm256_and_ps(
+                self.0,
+                _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff)),
+            ))
+        }
     }
     #[inline(always)]
     fn trunc(self) -> Self {

@@ -70,7 +70,11 @@ impl Lanes for Avx512 {
     #[inline(always)]
     fn trunc(self) -> Self {
         // SAFETY: see the impl comment.
-        unsafe { Avx512(_mm512_roundscale_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(self.0)) }
+        unsafe {
+            Avx512(_mm512_roundscale_ps::<
+                { _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC },
+            >(self.0))
+        }
     }
     #[inline(always)]
     fn lt(self, o: Self) -> __mmask16 {

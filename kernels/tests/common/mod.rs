@@ -92,7 +92,6 @@ pub fn imatrix(n_per_row: usize) -> impl Strategy<Value = Vec<f32>> {
     )
 }
 
-
 /// `nrows` rows of `n_per_row` elements of adversarial chunks.
 pub fn rows_n(nrows: usize, n_per_row: usize) -> impl Strategy<Value = Vec<f32>> {
     prop::collection::vec(chunk(), nrows * n_per_row / 32).prop_map(|c| c.concat())

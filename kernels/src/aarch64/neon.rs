@@ -1,0 +1,147 @@
+//! NEON: 4 f32 lanes. NEON is part of the aarch64 baseline, so it is chosen at compile
+//! time; AArch64 floating point is IEEE with subnormals (FPCR.FZ is off under Linux).
+
+use crate::simd::lanes::Lanes;
+use std::arch::aarch64::*;
+
+/// Four f32 lanes in a `float32x4_t`.
+#[derive(Clone, Copy)]
+pub(crate) struct Neon(float32x4_t);
+
+/// Four i32 lanes.
+#[derive(Clone, Copy)]
+pub(crate) struct NeonInt(int32x4_t);
+
+// SAFETY (every `unsafe` block below): NEON is always present on aarch64 targets with the
+// `neon` feature (checked by `Isa::is_supported` before any codec runs this code); loads
+// and stores go through slices whose length is checked first.
+impl Lanes for Neon {
+    const N: usize = 4;
+    type Mask = uint32x4_t;
+    type Int = NeonInt;
+
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Neon(vdupq_n_f32(v)) }
+    }
+    #[inline(always)]
+    fn load(s: &[f32]) -> Self {
+        let s = &s[..4];
+        // SAFETY: see the impl comment; `s` holds 4 floats.
+        unsafe { Neon(vld1q_f32(s.as_ptr())) }
+    }
+    #[inline(always)]
+    fn store(self, s: &mut [f32]) {
+        let s = &mut s[..4];
+        // SAFETY: see the impl comment; `s` holds 4 floats.
+        unsafe { vst1q_f32(s.as_mut_ptr(), self.0) }
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Neon(vaddq_f32(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Neon(vsubq_f32(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Neon(vmulq_f32(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Neon(vdivq_f32(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn sqrt(self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Neon(vsqrtq_f32(self.0)) }
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Neon(vabsq_f32(self.0)) }
+    }
+    #[inline(always)]
+    fn trunc(self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Neon(vrndq_f32(self.0)) }
+    }
+    #[inline(always)]
+    fn lt(self, o: Self) -> uint32x4_t {
+        // SAFETY: see the impl comment.
+        unsafe { vcltq_f32(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn gt(self, o: Self) -> uint32x4_t {
+        // SAFETY: see the impl comment.
+        unsafe { vcgtq_f32(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn ge(self, o: Self) -> uint32x4_t {
+        // SAFETY: see the impl comment.
+        unsafe { vcgeq_f32(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn eq(self, o: Self) -> uint32x4_t {
+        // SAFETY: see the impl comment.
+        unsafe { vceqq_f32(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn and(a: uint32x4_t, b: uint32x4_t) -> uint32x4_t {
+        // SAFETY: see the impl comment.
+        unsafe { vandq_u32(a, b) }
+    }
+    #[inline(always)]
+    fn select(m: uint32x4_t, a: Self, b: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Neon(vbslq_f32(m, a.0, b.0)) }
+    }
+    #[inline(always)]
+    fn nearest_int(self) -> NeonInt {
+        // SAFETY: see the impl comment.
+        unsafe {
+            let val = vreinterpretq_s32_f32(vaddq_f32(self.0, vdupq_n_f32(12_582_912.0)));
+            NeonInt(vsubq_s32(
+                vandq_s32(val, vdupq_n_s32(0x007f_ffff)),
+                vdupq_n_s32(0x0040_0000),
+            ))
+        }
+    }
+    #[inline(always)]
+    fn c_int(self) -> NeonInt {
+        // SAFETY: see the impl comment. fcvtzs saturates and maps NaN to 0; C on x86-64
+        // (the behaviour the scalar code pins down) gives INT_MIN for all of those.
+        unsafe {
+            let t = vcvtq_s32_f32(self.0);
+            let in_range = vandq_u32(
+                vcgeq_f32(self.0, vdupq_n_f32(-2_147_483_648.0)),
+                vcltq_f32(self.0, vdupq_n_f32(2_147_483_648.0)),
+            );
+            NeonInt(vbslq_s32(in_range, t, vdupq_n_s32(i32::MIN)))
+        }
+    }
+    #[inline(always)]
+    fn clamp_int(i: NeonInt, lo: i32, hi: i32) -> NeonInt {
+        // SAFETY: see the impl comment.
+        unsafe { NeonInt(vminq_s32(vmaxq_s32(i.0, vdupq_n_s32(lo)), vdupq_n_s32(hi))) }
+    }
+    #[inline(always)]
+    fn int_to_f32(i: NeonInt) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Neon(vcvtq_f32_s32(i.0)) }
+    }
+    #[inline(always)]
+    fn store_int(i: NeonInt, s: &mut [i32]) {
+        let s = &mut s[..4];
+        // SAFETY: see the impl comment; `s` holds 4 ints.
+        unsafe { vst1q_s32(s.as_mut_ptr(), i.0) }
+    }
+}
+
+crate::simd::simd_entry_points!(Neon, "neon");

@@ -29,6 +29,19 @@ pub const MAX_ALIGNMENT: u64 = 1 << 20;
 /// The metadata key that sets the alignment.
 pub const KEY_ALIGNMENT: &str = "general.alignment";
 
+/// The most heap memory [`GgufHeader::parse`] allocates for an input of `file_len` bytes,
+/// whatever the bytes claim: a constant factor of the length, plus a little.
+///
+/// It holds by construction: counts and lengths are checked against the bytes left before
+/// anything is reserved, and vectors of variable-size items grow only as items are parsed.
+/// The densest inputs cost about 12 bytes of heap per input byte (thousands of tiny keys
+/// or tensor entries, each becoming a `String`, a `Value` or `TensorInfo` and an index
+/// slot); the bound leaves a margin of more than two. `formats/tests/gguf_alloc.rs` and
+/// the `gguf_parse` fuzz target measure it.
+pub fn parse_allocation_bound(file_len: usize) -> usize {
+    file_len.saturating_mul(32).saturating_add(256 << 10)
+}
+
 /// Smallest possible key-value pair: 8-byte key length, 1-byte key, 4-byte type, 1 byte.
 const MIN_KV_BYTES: usize = 14;
 /// Smallest possible tensor entry: 8-byte name length, 1-byte name, u32 n_dims, u32 type,

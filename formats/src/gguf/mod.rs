@@ -40,6 +40,7 @@ mod writer;
 pub use error::{GgufError, Result};
 pub use header::{
     DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_VERSION, GgufHeader, KEY_ALIGNMENT, Layout, MAX_ALIGNMENT,
+    parse_allocation_bound,
 };
 pub use metadata::Metadata;
 pub use reader::GgufFile;

@@ -1,8 +1,10 @@
 //! One GGUF file, opened by mmap or read into memory, with zero-copy tensor views.
 //!
-//! Opening parses and validates the header only ([`GgufHeader::parse`]); under mmap the
-//! tensor data is not touched until a view's bytes are read, and [`GgufFile::prefetch`] /
-//! [`GgufFile::release`] tell the kernel what is about to be read and what is done.
+//! Opening parses and validates the header only ([`GgufHeader::parse`]). Under mmap the
+//! mapping is marked random-access, so the kernel reads only the pages actually touched
+//! (no read-around into neighbouring tensors); [`GgufFile::prefetch`] asks for read-ahead
+//! of exactly one tensor about to be read whole, and [`GgufFile::release`] drops the pages
+//! of one that is done. `formats/tests/gguf_mmap.rs` checks all three with `mincore`.
 
 use super::error::{GgufError, Result};
 use super::header::{GgufHeader, Layout};
@@ -52,6 +54,10 @@ impl GgufFile {
         // over the old one, which leaves this mapping intact.
         let map = unsafe { Mmap::map(&file) }
             .map_err(|e| GgufError::io("cannot mmap", e).in_file(path))?;
+        // No read-around on page faults: the kernel would otherwise read megabytes of
+        // tensor data around the header (read_ahead_kb is often 8 MiB). Tensors that are
+        // read whole get their read-ahead from `prefetch`. A hint: failure is harmless.
+        let _ = map.advise(Advice::Random);
         Self::from_source(Some(path.to_path_buf()), Source::Mmap(map))
     }
 

@@ -93,3 +93,47 @@ pub fn small_gguf() -> Vec<u8> {
         .unwrap();
     b.to_bytes().unwrap()
 }
+
+/// Raw little-endian GGUF bytes, item by item, with no checks: for building bad files.
+#[derive(Default)]
+pub struct Raw(pub Vec<u8>);
+
+impl Raw {
+    pub fn header(version: u32, n_tensors: u64, n_kv: u64) -> Raw {
+        Raw::default()
+            .bytes(b"GGUF")
+            .u32(version)
+            .u64(n_tensors)
+            .u64(n_kv)
+    }
+    pub fn bytes(mut self, b: &[u8]) -> Raw {
+        self.0.extend_from_slice(b);
+        self
+    }
+    pub fn u32(self, v: u32) -> Raw {
+        self.bytes(&v.to_le_bytes())
+    }
+    pub fn u64(self, v: u64) -> Raw {
+        self.bytes(&v.to_le_bytes())
+    }
+    pub fn str(self, s: &str) -> Raw {
+        self.u64(s.len() as u64).bytes(s.as_bytes())
+    }
+    /// A key with a u32 value.
+    pub fn kv_u32(self, key: &str, v: u32) -> Raw {
+        self.str(key).u32(4).u32(v)
+    }
+    /// A tensor entry.
+    pub fn tensor(self, name: &str, ne: &[u64], ty: u32, offset: u64) -> Raw {
+        let mut r = self.str(name).u32(ne.len() as u32);
+        for &d in ne {
+            r = r.u64(d);
+        }
+        r.u32(ty).u64(offset)
+    }
+    /// Zero bytes up to a multiple of 32, then `n` data bytes.
+    pub fn data(mut self, n: usize) -> Raw {
+        self.0.resize(self.0.len().div_ceil(32) * 32 + n, 0);
+        self
+    }
+}

@@ -115,32 +115,37 @@ pub(crate) fn qx_scale<V: Lanes>(x: &[V; 16], w: Option<&[V; 16]>, nmax: i32) ->
         amax = V::select(bigger, ax, amax);
         max = V::select(bigger, xi, max);
     }
-    let all_zero = amax.lt(V::splat(super::super::scalar::kquant::GROUP_MAX_EPS));
-    let weight = |i: usize| match w {
-        Some(w) => w[i],
-        None => x[i].mul(x[i]),
-    };
-    let fit = |iscale: V| {
-        let mut sumlx = zero;
-        let mut suml2 = zero;
-        for (i, &xi) in x.iter().enumerate() {
-            let q = V::int_to_f32(V::clamp_int(iscale.mul(xi).nearest_int(), -nmax, nmax - 1));
-            let wi = weight(i);
-            sumlx = sumlx.add(wi.mul(xi).mul(q));
-            suml2 = suml2.add(wi.mul(q).mul(q));
-        }
-        (sumlx, suml2)
-    };
+    let all_zero = amax.lt(V::splat(crate::scalar::kquant::GROUP_MAX_EPS));
+    let mut weight = [zero; 16];
+    for i in 0..16 {
+        weight[i] = match w {
+            Some(w) => w[i],
+            None => x[i].mul(x[i]),
+        };
+    }
     let nmax_f = nmax as f32;
-    let (sumlx, suml2) = fit(V::splat(-nmax_f).div(max));
+    let (sumlx, suml2) = qx_fit(x, &weight, V::splat(-nmax_f).div(max), nmax);
     let mut scale = V::select(suml2.eq(zero), zero, sumlx.div(suml2));
     let mut best = scale.mul(sumlx);
     for is in (-9..=9).filter(|&is| is != 0) {
         let iscale = V::splat(-(nmax_f + 0.1 * is as f32)).div(max);
-        let (sumlx, suml2) = fit(iscale);
+        let (sumlx, suml2) = qx_fit(x, &weight, iscale, nmax);
         let better = V::and(suml2.gt(zero), sumlx.mul(sumlx).gt(best.mul(suml2)));
         scale = V::select(better, sumlx.div(suml2), scale);
         best = V::select(better, scale.mul(sumlx), best);
     }
     V::select(all_zero, zero, scale)
+}
+
+/// The weighted sums of `x*l` and `l*l` for the codes `iscale` gives (`make_qx_quants`).
+#[inline(always)]
+fn qx_fit<V: Lanes>(x: &[V; 16], w: &[V; 16], iscale: V, nmax: i32) -> (V, V) {
+    let mut sumlx = V::splat(0.0);
+    let mut suml2 = V::splat(0.0);
+    for i in 0..16 {
+        let q = V::int_to_f32(V::clamp_int(iscale.mul(x[i]).nearest_int(), -nmax, nmax - 1));
+        sumlx = sumlx.add(w[i].mul(x[i]).mul(q));
+        suml2 = suml2.add(w[i].mul(q).mul(q));
+    }
+    (sumlx, suml2)
 }

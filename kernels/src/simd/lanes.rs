@@ -6,6 +6,10 @@
 //! which is why the SIMD paths are byte-identical to `scalar/` by construction. There is
 //! deliberately no fused multiply-add, no reciprocal estimate and no horizontal float sum.
 //!
+//! Generic code over `Lanes` must not call lane operations from closures: a closure is
+//! compiled as its own function, without the entry point's target features, so its
+//! intrinsics would not inline. Loops and `#[inline(always)]` functions only.
+//!
 //! A value of a `Lanes` type can only be made on a CPU that supports its ISA (the codec
 //! that runs it proves that), which is what makes the `unsafe` intrinsic calls sound.
 
@@ -98,7 +102,11 @@ pub(crate) fn transpose32<V: Lanes>(x: &[f32], count: usize) -> [V; 32] {
             row[lane] = x[lane * 32 + i];
         }
     }
-    std::array::from_fn(|i| V::load(&buf[i]))
+    let mut out = [V::splat(0.0); 32];
+    for (o, row) in out.iter_mut().zip(&buf) {
+        *o = V::load(row);
+    }
+    out
 }
 
 /// Transposes `count` consecutive runs of 16 values, as [`transpose32`].
@@ -110,5 +118,9 @@ pub(crate) fn transpose16<V: Lanes>(x: &[f32], count: usize) -> [V; 16] {
             row[lane] = x[lane * 16 + i];
         }
     }
-    std::array::from_fn(|i| V::load(&buf[i]))
+    let mut out = [V::splat(0.0); 16];
+    for (o, row) in out.iter_mut().zip(&buf) {
+        *o = V::load(row);
+    }
+    out
 }

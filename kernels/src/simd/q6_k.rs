@@ -19,7 +19,12 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [Blo
     for g in (0..nsub).step_by(V::N) {
         let count = V::N.min(nsub - g);
         let xt: [V; 16] = transpose16(&x[g * 16..], count);
-        let wt: Option<[V; 16]> = qw.map(|qw| transpose16(&qw[g * 16..], count));
+        // Not `Option::map`: a closure would not inline the lane operations (see lanes.rs).
+        #[allow(clippy::manual_map)]
+        let wt: Option<[V; 16]> = match qw {
+            Some(qw) => Some(transpose16(&qw[g * 16..], count)),
+            None => None,
+        };
         qx_scale(&xt, wt.as_ref(), 32).store(&mut buf);
         scales[g..g + count].copy_from_slice(&buf[..count]);
     }

@@ -22,7 +22,12 @@ pub(crate) fn quantize_row<V: Lanes>(
 ) {
     let nb = x.len() / QK_K;
     let nsub = nb * 8;
-    let sigma2 = qw.map(|_| super_block_sigma2::<V>(x));
+    // Not `Option::map`: a closure would not inline the lane operations (see lanes.rs).
+    #[allow(clippy::manual_map)]
+    let sigma2 = match qw {
+        Some(_) => Some(super_block_sigma2::<V>(x)),
+        None => None,
+    };
     let mut scales = vec![0.0f32; nsub];
     let mut mins = vec![0.0f32; nsub];
     let mut sw = vec![0.0f32; nsub];
@@ -35,11 +40,11 @@ pub(crate) fn quantize_row<V: Lanes>(
             (Some(qw), Some(sigma2)) => {
                 let wq: [V; 32] = transpose32(&qw[g * 32..], count);
                 let s2: V = from_fn(|lane| sigma2.get((g + lane) / 8).copied().unwrap_or(0.0));
-                let w: [V; 32] =
-                    std::array::from_fn(|i| wq[i].mul(s2.add(xt[i].mul(xt[i])).sqrt()));
+                let mut w = [zero; 32];
                 let mut sum_w = zero;
-                for wi in &w {
-                    sum_w = sum_w.add(*wi);
+                for i in 0..32 {
+                    w[i] = wq[i].mul(s2.add(xt[i].mul(xt[i])).sqrt());
+                    sum_w = sum_w.add(w[i]);
                 }
                 sum_w.store(&mut lane_buf);
                 sw[g..g + count].copy_from_slice(&lane_buf[..count]);
@@ -51,7 +56,10 @@ pub(crate) fn quantize_row<V: Lanes>(
                     ss = ss.add(xi.mul(*xi));
                 }
                 let av_x = ss.div(V::splat(32.0)).sqrt();
-                let w: [V; 32] = std::array::from_fn(|i| av_x.add(xt[i].abs()));
+                let mut w = [zero; 32];
+                for i in 0..32 {
+                    w[i] = av_x.add(xt[i].abs());
+                }
                 qkx_search(&xt, &w, format.nmax, format.ref_search, Level::Qkx2)
             }
         };

@@ -10,7 +10,7 @@
 //! memory bounded by what the caller holds. Files are replaced atomically: a temporary
 //! file in the same directory, fsynced, then renamed over the target.
 
-use super::header::{TensorInfo, checked_byte_len};
+use super::header::{Header, TensorInfo, checked_byte_len};
 use super::{Dtype, Error, MAX_HEADER_LEN, Result, TensorView};
 use std::collections::HashMap;
 use std::fs::File;
@@ -118,6 +118,28 @@ impl Layout {
             tensors,
             index,
             data_len: offset,
+        })
+    }
+
+    /// The layout a given header describes, keeping its bytes exactly (formatting,
+    /// member order, padding), e.g. to reproduce a file from a recorded header. The
+    /// header is validated as a reader would.
+    pub fn from_header_bytes(json: &[u8]) -> Result<Layout> {
+        let header = Header::parse(json)?;
+        let mut prefix = Vec::with_capacity(8 + json.len());
+        prefix.extend_from_slice(&(json.len() as u64).to_le_bytes());
+        prefix.extend_from_slice(json);
+        let tensors = header.tensors().to_vec();
+        let index = tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name().to_owned(), i))
+            .collect();
+        Ok(Layout {
+            prefix,
+            tensors,
+            index,
+            data_len: header.data_len(),
         })
     }
 
@@ -538,6 +560,15 @@ mod tests {
         ];
         let err = Layout::new([], Some(&md), Order::AsGiven).unwrap_err();
         assert!(matches!(err, Error::DuplicateMetadataKey { .. }));
+    }
+
+    #[test]
+    fn recorded_headers_are_kept_verbatim() {
+        let json = br#" { "b": {"dtype":"U8","shape":[2],"data_offsets":[0,2]} } "#;
+        let layout = Layout::from_header_bytes(json).unwrap();
+        assert_eq!(&layout.prefix()[8..], json);
+        assert_eq!(layout.data_len(), 2);
+        assert!(Layout::from_header_bytes(b"{\"b\":1}").is_err());
     }
 
     #[test]

@@ -7,6 +7,10 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod codec;
+mod convert;
+mod file_kind;
+mod inspect;
+mod set_meta;
 mod types;
 
 /// quantforge: ggml block-format quantization, byte-identical to ggml.
@@ -24,6 +28,12 @@ enum Command {
     Codec(codec::CodecCommand),
     /// List every ggml type: code, name, block size, bytes, bits per weight, support.
     Types,
+    /// Show a GGUF file: header, metadata with wire types, tensor table.
+    Inspect(inspect::InspectArgs),
+    /// Re-emit a GGUF byte-identically, merge a split set, or split a model.
+    Convert(convert::ConvertArgs),
+    /// Write a copy of a GGUF with metadata values set or deleted.
+    SetMeta(set_meta::SetMetaArgs),
 }
 
 /// Runs the command line of this process and returns its exit code.
@@ -32,6 +42,9 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Codec(cmd) => codec::run(cmd),
         Command::Types => types::run(),
+        Command::Inspect(args) => inspect::run(args),
+        Command::Convert(args) => convert::run(args),
+        Command::SetMeta(args) => set_meta::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,7 @@
 //! The one error type of the GGUF module. Every variant carries the context a user needs
 //! to find the problem: the key or tensor, the byte offset, how many bytes were missing.
+//! Messages are one line and complete: wrapped errors are part of the message rather
+//! than a `source()`, so printing the chain does not repeat them.
 
 use super::value::Value;
 use quantforge_kernels::GgmlType;
@@ -17,18 +19,16 @@ pub enum GgufError {
     InFile {
         /// The file.
         path: PathBuf,
-        /// What went wrong in it.
-        #[source]
+        /// What went wrong in it (part of the message, so not also a `source()`).
         error: Box<GgufError>,
     },
     /// An operating-system error.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done ("cannot open", "cannot write the temporary file").
         what: String,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        /// The underlying error (part of the message).
+        cause: std::io::Error,
     },
     /// The first four bytes are not `GGUF`.
     #[error("not a GGUF file: magic is {found:02x?}, expected \"GGUF\"")]
@@ -141,13 +141,12 @@ pub enum GgufError {
         reason: String,
     },
     /// A tensor type code that ggml does not define (or removed).
-    #[error("tensor '{name}': {source}")]
+    #[error("tensor '{name}': {cause}")]
     BadTensorType {
         /// The tensor.
         name: String,
-        /// Why the code was rejected.
-        #[source]
-        source: quantforge_kernels::Error,
+        /// Why the code was rejected (part of the message).
+        cause: quantforge_kernels::Error,
     },
     /// A tensor offset that is not where the layout puts it.
     #[error(
@@ -253,10 +252,10 @@ impl GgufError {
         }
     }
 
-    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> GgufError {
+    pub(crate) fn io(what: impl Into<String>, cause: std::io::Error) -> GgufError {
         GgufError::Io {
             what: what.into(),
-            source,
+            cause,
         }
     }
 

@@ -409,9 +409,9 @@ fn read_tensor_info(c: &mut Cursor<'_>, i: usize) -> Result<(TensorInfo, u64)> {
         *d = c.u64(|| format!("dimensions of tensor '{name}'"))?;
     }
     let code = c.u32(|| format!("type of tensor '{name}'"))?;
-    let ty = GgmlType::from_code(code).map_err(|source| GgufError::BadTensorType {
+    let ty = GgmlType::from_code(code).map_err(|cause| GgufError::BadTensorType {
         name: name.clone(),
-        source,
+        cause,
     })?;
     let offset = c.u64(|| format!("offset of tensor '{name}'"))?;
     let info = TensorInfo::new(name, ty, &ne[..n_dims as usize])?;

@@ -171,6 +171,23 @@ impl GgufModel {
         GgufModel::from_parts(parts)
     }
 
+    /// One file as a model on its own, without the split-set checks (a plain file, or
+    /// one part of a set looked at alone).
+    pub fn from_file(file: GgufFile) -> GgufModel {
+        let entries: Vec<(usize, usize)> = (0..file.tensors().len()).map(|t| (0, t)).collect();
+        let index = file
+            .tensors()
+            .iter()
+            .enumerate()
+            .map(|(t, info)| (info.name().to_string(), t))
+            .collect();
+        GgufModel {
+            parts: vec![file],
+            entries,
+            index,
+        }
+    }
+
     /// A model from files already open: one plain file, or every part of a split set in
     /// order. Checks the `split.*` keys and that tensor names are unique across parts.
     pub fn from_parts(parts: Vec<GgufFile>) -> Result<GgufModel> {

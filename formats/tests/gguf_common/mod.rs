@@ -6,11 +6,12 @@ use quantforge_kernels::GgmlType;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// The repository root.
+/// The repository root (this file is also compiled into the root crate's tests).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("formats/ has a parent")
+        .ancestors()
+        .find(|dir| dir.join("scripts/fetch-models").exists())
+        .expect("the repository root holds scripts/fetch-models")
         .to_path_buf()
 }
 

@@ -6,6 +6,8 @@ use clap::{Args, Subcommand};
 use quantforge_kernels::{Codec, GgmlType, Isa};
 use std::path::PathBuf;
 
+mod bench;
+
 #[derive(Subcommand, Debug)]
 pub enum CodecCommand {
     /// Quantize a raw f32 file (rows of --row elements) into ggml blocks, as
@@ -13,6 +15,9 @@ pub enum CodecCommand {
     Quantize(QuantizeArgs),
     /// Dequantize a file of ggml blocks into raw f32.
     Dequantize(DequantizeArgs),
+    /// Measure codec throughput: every code path this CPU has, beside ggml's reference
+    /// when built with `--features ggml`.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -53,6 +58,7 @@ pub fn run(cmd: CodecCommand) -> Result<()> {
     match cmd {
         CodecCommand::Quantize(a) => quantize(a),
         CodecCommand::Dequantize(a) => dequantize(a),
+        CodecCommand::Bench(a) => bench::run(a),
     }
 }
 

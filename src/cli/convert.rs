@@ -1,0 +1,132 @@
+//! `quantforge convert IN OUT [--split-max-size SIZE] [--split-max-tensors N]`: re-emits a
+//! GGUF file byte-identically, merges a split set (IN is its first part), or splits a
+//! model into `OUT-00001-of-0000N.gguf` parts as llama.cpp's gguf-split does.
+
+use super::file_kind::{self, FileKind};
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use quantforge_formats::gguf::{GgufModel, SplitLimits};
+use std::path::{Path, PathBuf};
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Without split options the output is one file: an exact re-emit of a single GGUF (same \
+bytes, same sha256), or the merge of a split set when IN is its first part \
+(NAME-00001-of-0000N.gguf; the split.* keys are dropped, so split-then-merge gives back \
+the original bytes).
+
+With --split-max-size and/or --split-max-tensors the output is a split set named \
+OUT-00001-of-0000N.gguf, ... (a trailing .gguf on OUT is dropped first), loadable by \
+llama.cpp: the first part holds all metadata, every part has split.no, split.count and \
+split.tensors.count. Every output file is written to a temporary file and renamed into \
+place only when complete.")]
+pub struct ConvertArgs {
+    /// Most bytes of tensor data per part: a number with an optional unit K, M, G, T
+    /// (powers of 1000, as gguf-split) or KiB, MiB, GiB, TiB (powers of 1024), e.g. 2G.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    split_max_size: Option<u64>,
+    /// Most tensors per part.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    split_max_tensors: Option<u64>,
+    /// Input GGUF file, or the first part of a split set.
+    input: PathBuf,
+    /// Output file (or, when splitting, the prefix of the parts).
+    output: PathBuf,
+}
+
+pub fn run(args: ConvertArgs) -> Result<()> {
+    match file_kind::detect(&args.input)? {
+        FileKind::Gguf => convert_gguf(&args),
+    }
+}
+
+fn convert_gguf(args: &ConvertArgs) -> Result<()> {
+    let model = GgufModel::open(&args.input)?;
+    if args.split_max_size.is_none() && args.split_max_tensors.is_none() {
+        model.write_merged(&args.output)?;
+        let size = std::fs::metadata(&args.output)
+            .with_context(|| format!("cannot stat {}", args.output.display()))?
+            .len();
+        println!(
+            "{}: {} tensors, {size} bytes",
+            args.output.display(),
+            model.n_tensors()
+        );
+        return Ok(());
+    }
+    let limits = SplitLimits {
+        max_tensors: args
+            .split_max_tensors
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        max_bytes: args.split_max_size,
+    };
+    let prefix = split_prefix(&args.output);
+    for path in model.write_split(&prefix, limits)? {
+        let size = std::fs::metadata(&path)
+            .with_context(|| format!("cannot stat {}", path.display()))?
+            .len();
+        println!("{}: {size} bytes", path.display());
+    }
+    Ok(())
+}
+
+/// OUT without a trailing `.gguf`: `out/model.gguf` -> `out/model`.
+fn split_prefix(output: &Path) -> PathBuf {
+    match output.to_str().and_then(|s| s.strip_suffix(".gguf")) {
+        Some(stem) if !stem.is_empty() && !stem.ends_with('/') => PathBuf::from(stem),
+        _ => output.to_path_buf(),
+    }
+}
+
+/// `2G` -> 2_000_000_000, `512MiB` -> 536_870_912, `1000` -> 1000.
+fn parse_size(text: &str) -> Result<u64> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let number: u64 = digits
+        .parse()
+        .with_context(|| format!("'{text}' is not a size like 2G, 500M or 1000000"))?;
+    let scale: u64 = match unit {
+        "" | "B" => 1,
+        "K" | "KB" => 1_000,
+        "M" | "MB" => 1_000_000,
+        "G" | "GB" => 1_000_000_000,
+        "T" | "TB" => 1_000_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        _ => bail!("unknown size unit '{unit}' in '{text}' (K, M, G, T, KiB, MiB, GiB, TiB)"),
+    };
+    let bytes = number
+        .checked_mul(scale)
+        .with_context(|| format!("size '{text}' overflows 64 bits"))?;
+    if bytes == 0 {
+        bail!("size must be positive");
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_like_gguf_split_plus_binary_units() {
+        assert_eq!(parse_size("2G").unwrap(), 2_000_000_000);
+        assert_eq!(parse_size("500M").unwrap(), 500_000_000);
+        assert_eq!(parse_size("1000").unwrap(), 1000);
+        assert_eq!(parse_size("3MiB").unwrap(), 3 << 20);
+        for bad in ["", "G", "0", "1.5G", "2X", "-1M", "99999999999T"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn split_prefix_drops_the_extension() {
+        assert_eq!(split_prefix(Path::new("a/m.gguf")), Path::new("a/m"));
+        assert_eq!(split_prefix(Path::new("m")), Path::new("m"));
+        assert_eq!(split_prefix(Path::new(".gguf")), Path::new(".gguf"));
+    }
+}

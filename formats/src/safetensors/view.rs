@@ -164,15 +164,29 @@ impl<'a> Slice<'a> {
         {
             return Err(out_of_range());
         }
-        // strides[i]: elements between consecutive indices of axis i (products of
-        // validated dims, so they cannot overflow).
+        let mut shape: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
+        shape.extend_from_slice(&dims[ranges.len()..]);
+        let elements: usize = shape.iter().product();
+        if elements == 0 {
+            // Nothing to read; and with a zero axis the other axes' products (strides)
+            // are unbounded, so they are not computed.
+            return Ok(Slice {
+                name: view.name,
+                dtype: view.dtype,
+                shape,
+                data: view.data,
+                outer: Vec::new(),
+                run_start: 0,
+                run_len: 0,
+                runs: 0,
+            });
+        }
+        // strides[i]: elements between consecutive indices of axis i. Every axis is
+        // non-empty here, so these are at most the (validated) element count.
         let mut strides = vec![1usize; dims.len()];
         for i in (0..dims.len().saturating_sub(1)).rev() {
             strides[i] = strides[i + 1] * dims[i + 1];
         }
-        let mut shape: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
-        shape.extend_from_slice(&dims[ranges.len()..]);
-        let elements: usize = shape.iter().product();
         // The innermost axis whose range is not whole: runs are contiguous from there in.
         let inner = ranges.iter().zip(dims).rposition(|(r, &d)| r.len() != d);
         let (outer, run_start, run_len) = match inner {
@@ -187,20 +201,16 @@ impl<'a> Slice<'a> {
                 ranges[m].len() * strides[m],
             ),
         };
-        let runs = if elements == 0 {
-            0
-        } else {
-            outer
-                .iter()
-                .map(|(r, _): &(Range<usize>, usize)| r.len())
-                .product()
-        };
+        let runs = outer
+            .iter()
+            .map(|(r, _): &(Range<usize>, usize)| r.len())
+            .product();
         let bits = view.dtype.bit_size();
         let on_byte = |elements: usize| (elements * bits).is_multiple_of(8);
         let aligned = on_byte(run_start)
             && on_byte(run_len)
             && outer.iter().all(|(_, stride)| on_byte(*stride));
-        if runs > 0 && !aligned {
+        if !aligned {
             return Err(Error::SliceMisaligned {
                 name: view.name.to_owned(),
                 dtype: view.dtype,
@@ -377,6 +387,18 @@ mod tests {
         #[allow(clippy::reversed_empty_ranges)]
         let backwards = t.rows(2..1);
         assert!(backwards.is_err());
+    }
+
+    #[test]
+    fn empty_tensors_with_huge_axes_slice_without_overflow() {
+        let t = TensorView::new("z", Dtype::F64, vec![0, 1 << 40, 1 << 40], &[]).unwrap();
+        assert_eq!(t.slice(&[0..0, 0..5]).unwrap().chunks().count(), 0);
+        // Upstream's rule: the product is checked left to right, so a zero must come
+        // before the axes whose product would overflow.
+        assert!(TensorView::new("z", Dtype::F64, vec![1 << 40, 1 << 40, 0], &[]).is_err());
+        let t = TensorView::new("z", Dtype::F32, vec![3, 0, 1 << 40, 1 << 40], &[]).unwrap();
+        assert_eq!(t.rows(1..2).unwrap().shape(), [1, 0, 1 << 40, 1 << 40]);
+        assert!(t.to_f32().unwrap().is_empty());
     }
 
     #[test]

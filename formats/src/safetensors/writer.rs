@@ -113,6 +113,7 @@ impl Layout {
             }
         }
         let prefix = header_prefix(metadata, &tensors)?;
+        check_file_len(prefix.len(), offset, &tensors)?;
         Ok(Layout {
             prefix,
             tensors,
@@ -130,6 +131,7 @@ impl Layout {
         prefix.extend_from_slice(&(json.len() as u64).to_le_bytes());
         prefix.extend_from_slice(json);
         let tensors = header.tensors().to_vec();
+        check_file_len(prefix.len(), header.data_len(), &tensors)?;
         let index = tensors
             .iter()
             .enumerate()
@@ -313,7 +315,8 @@ impl FileWriter {
         if bytes.is_empty() {
             return Ok(());
         }
-        let at = (self.layout.data_start() + info.data_offsets().start + offset) as u64;
+        // In range: offset + len <= the tensor's size, and the file length fits in u64.
+        let at = self.layout.data_start() as u64 + (info.data_offsets().start + offset) as u64;
         write_all_at(self.file.as_file(), bytes, at).map_err(|e| {
             Error::io(format!("cannot write tensor `{name}`"), e).in_file(&self.path)
         })?;
@@ -377,6 +380,22 @@ impl Write for TensorWriter<'_> {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// The whole file must be addressable with u64 offsets (so positional writes cannot
+/// overflow); blamed on the last tensor.
+fn check_file_len(prefix_len: usize, data_len: usize, tensors: &[TensorInfo]) -> Result<()> {
+    match (prefix_len as u64).checked_add(data_len as u64) {
+        Some(_) => Ok(()),
+        None => {
+            let last = tensors.last();
+            Err(Error::ShapeOverflow {
+                name: last.map(|t| t.name().to_owned()).unwrap_or_default(),
+                dtype: last.map_or(Dtype::U8, TensorInfo::dtype),
+                shape: last.map(|t| t.shape().to_vec()).unwrap_or_default(),
+            })
+        }
     }
 }
 

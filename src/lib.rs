@@ -7,6 +7,8 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod convert;
+pub mod describe;
 pub mod io;
 
 pub use quantforge_formats as formats;

@@ -143,7 +143,11 @@ fn qx_fit<V: Lanes>(x: &[V; 16], w: &[V; 16], iscale: V, nmax: i32) -> (V, V) {
     let mut sumlx = V::splat(0.0);
     let mut suml2 = V::splat(0.0);
     for i in 0..16 {
-        let q = V::int_to_f32(V::clamp_int(iscale.mul(x[i]).nearest_int(), -nmax, nmax - 1));
+        let q = V::int_to_f32(V::clamp_int(
+            iscale.mul(x[i]).nearest_int(),
+            -nmax,
+            nmax - 1,
+        ));
         sumlx = sumlx.add(w[i].mul(x[i]).mul(q));
         suml2 = suml2.add(w[i].mul(q).mul(q));
     }

@@ -54,10 +54,114 @@ pub(crate) trait Lanes: Copy {
     fn store_int(i: Self::Int, s: &mut [i32]);
 }
 
+/// The widest lane count of any implementation ([`Pair`] of AVX-512).
+pub(crate) const MAX_LANES: usize = 32;
+
+/// Two vectors used as one of twice the lanes. The halves are independent, so every
+/// operation is two instructions the CPU can run in parallel: the K-quant searches, whose
+/// per-lane sums are serial chains, use it to hide instruction latency.
+#[derive(Clone, Copy)]
+pub(crate) struct Pair<V>(V, V);
+
+impl<V: Lanes> Lanes for Pair<V> {
+    const N: usize = 2 * V::N;
+    type Mask = (V::Mask, V::Mask);
+    type Int = (V::Int, V::Int);
+
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        Pair(V::splat(v), V::splat(v))
+    }
+    #[inline(always)]
+    fn load(s: &[f32]) -> Self {
+        Pair(V::load(&s[..V::N]), V::load(&s[V::N..2 * V::N]))
+    }
+    #[inline(always)]
+    fn store(self, s: &mut [f32]) {
+        let (a, b) = s[..2 * V::N].split_at_mut(V::N);
+        self.0.store(a);
+        self.1.store(b);
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        Pair(self.0.add(o.0), self.1.add(o.1))
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        Pair(self.0.sub(o.0), self.1.sub(o.1))
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        Pair(self.0.mul(o.0), self.1.mul(o.1))
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        Pair(self.0.div(o.0), self.1.div(o.1))
+    }
+    #[inline(always)]
+    fn sqrt(self) -> Self {
+        Pair(self.0.sqrt(), self.1.sqrt())
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        Pair(self.0.abs(), self.1.abs())
+    }
+    #[inline(always)]
+    fn trunc(self) -> Self {
+        Pair(self.0.trunc(), self.1.trunc())
+    }
+    #[inline(always)]
+    fn lt(self, o: Self) -> Self::Mask {
+        (self.0.lt(o.0), self.1.lt(o.1))
+    }
+    #[inline(always)]
+    fn gt(self, o: Self) -> Self::Mask {
+        (self.0.gt(o.0), self.1.gt(o.1))
+    }
+    #[inline(always)]
+    fn ge(self, o: Self) -> Self::Mask {
+        (self.0.ge(o.0), self.1.ge(o.1))
+    }
+    #[inline(always)]
+    fn eq(self, o: Self) -> Self::Mask {
+        (self.0.eq(o.0), self.1.eq(o.1))
+    }
+    #[inline(always)]
+    fn and(a: Self::Mask, b: Self::Mask) -> Self::Mask {
+        (V::and(a.0, b.0), V::and(a.1, b.1))
+    }
+    #[inline(always)]
+    fn select(m: Self::Mask, a: Self, b: Self) -> Self {
+        Pair(V::select(m.0, a.0, b.0), V::select(m.1, a.1, b.1))
+    }
+    #[inline(always)]
+    fn nearest_int(self) -> Self::Int {
+        (self.0.nearest_int(), self.1.nearest_int())
+    }
+    #[inline(always)]
+    fn c_int(self) -> Self::Int {
+        (self.0.c_int(), self.1.c_int())
+    }
+    #[inline(always)]
+    fn clamp_int(i: Self::Int, lo: i32, hi: i32) -> Self::Int {
+        (V::clamp_int(i.0, lo, hi), V::clamp_int(i.1, lo, hi))
+    }
+    #[inline(always)]
+    fn int_to_f32(i: Self::Int) -> Self {
+        Pair(V::int_to_f32(i.0), V::int_to_f32(i.1))
+    }
+    #[inline(always)]
+    fn store_int(i: Self::Int, s: &mut [i32]) {
+        let (a, b) = s[..2 * V::N].split_at_mut(V::N);
+        V::store_int(i.0, a);
+        V::store_int(i.1, b);
+    }
+}
+
 /// Lanes built from a function of the lane index.
 #[inline(always)]
 pub(crate) fn from_fn<V: Lanes>(f: impl Fn(usize) -> f32) -> V {
-    let mut buf = [0.0f32; 16];
+    let mut buf = [0.0f32; MAX_LANES];
     for (lane, b) in buf.iter_mut().enumerate().take(V::N) {
         *b = f(lane);
     }
@@ -85,7 +189,7 @@ pub(crate) fn abs_max<V: Lanes>(x: &[f32]) -> f32 {
         let a = V::load(c).abs();
         m = V::select(a.gt(m), a, m);
     }
-    let mut buf = [0.0f32; 16];
+    let mut buf = [0.0f32; MAX_LANES];
     m.store(&mut buf);
     buf[..V::N]
         .iter()
@@ -96,7 +200,7 @@ pub(crate) fn abs_max<V: Lanes>(x: &[f32]) -> f32 {
 /// holds element `i` of each run; missing lanes are zero.
 #[inline(always)]
 pub(crate) fn transpose32<V: Lanes>(x: &[f32], count: usize) -> [V; 32] {
-    let mut buf = [[0.0f32; 16]; 32];
+    let mut buf = [[0.0f32; MAX_LANES]; 32];
     for lane in 0..count {
         for (i, row) in buf.iter_mut().enumerate() {
             row[lane] = x[lane * 32 + i];
@@ -112,7 +216,7 @@ pub(crate) fn transpose32<V: Lanes>(x: &[f32], count: usize) -> [V; 32] {
 /// Transposes `count` consecutive runs of 16 values, as [`transpose32`].
 #[inline(always)]
 pub(crate) fn transpose16<V: Lanes>(x: &[f32], count: usize) -> [V; 16] {
-    let mut buf = [[0.0f32; 16]; 16];
+    let mut buf = [[0.0f32; MAX_LANES]; 16];
     for lane in 0..count {
         for (i, row) in buf.iter_mut().enumerate() {
             row[lane] = x[lane * 16 + i];

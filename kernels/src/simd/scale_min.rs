@@ -5,7 +5,7 @@
 //! elements. Mirrors `scalar::kquant::quantize_scale_min_super_block`.
 
 use super::kquant::{Level, qkx_search};
-use super::lanes::{Lanes, from_fn, transpose32};
+use super::lanes::{Lanes, MAX_LANES, Pair, from_fn, transpose32};
 use crate::blocks::QK_K;
 use crate::scalar::kquant::{
     ScaleMinFormat, ScaleMinSuperBlock, choose_scale_min_codes, get_scale_min_k4, search_sub_block,
@@ -31,42 +31,36 @@ pub(crate) fn quantize_row<V: Lanes>(
     let mut scales = vec![0.0f32; nsub];
     let mut mins = vec![0.0f32; nsub];
     let mut sw = vec![0.0f32; nsub];
-    let mut lane_buf = [0.0f32; 16];
-    for g in (0..nsub).step_by(V::N) {
-        let count = V::N.min(nsub - g);
-        let xt: [V; 32] = transpose32(&x[g * 32..], count);
-        let zero = V::splat(0.0);
-        let (scale, min) = match (qw, &sigma2) {
-            (Some(qw), Some(sigma2)) => {
-                let wq: [V; 32] = transpose32(&qw[g * 32..], count);
-                let s2: V = from_fn(|lane| sigma2.get((g + lane) / 8).copied().unwrap_or(0.0));
-                let mut w = [zero; 32];
-                let mut sum_w = zero;
-                for i in 0..32 {
-                    w[i] = wq[i].mul(s2.add(xt[i].mul(xt[i])).sqrt());
-                    sum_w = sum_w.add(w[i]);
-                }
-                sum_w.store(&mut lane_buf);
-                sw[g..g + count].copy_from_slice(&lane_buf[..count]);
-                qkx_search(&xt, &w, format.nmax, (-0.9, 0.05, 36), Level::Qkx3)
-            }
-            _ => {
-                let mut ss = zero;
-                for xi in &xt {
-                    ss = ss.add(xi.mul(*xi));
-                }
-                let av_x = ss.div(V::splat(32.0)).sqrt();
-                let mut w = [zero; 32];
-                for i in 0..32 {
-                    w[i] = av_x.add(xt[i].abs());
-                }
-                qkx_search(&xt, &w, format.nmax, format.ref_search, Level::Qkx2)
-            }
+    // Groups of 2N sub-blocks run as `Pair<V>` (latency hidden), the rest as `V`.
+    let mut g = 0;
+    while g < nsub {
+        let left = nsub - g;
+        let count = if left >= Pair::<V>::N {
+            search_group::<Pair<V>>(
+                x,
+                qw,
+                sigma2.as_deref(),
+                format,
+                g,
+                Pair::<V>::N,
+                &mut scales,
+                &mut mins,
+                &mut sw,
+            )
+        } else {
+            search_group::<V>(
+                x,
+                qw,
+                sigma2.as_deref(),
+                format,
+                g,
+                V::N.min(left),
+                &mut scales,
+                &mut mins,
+                &mut sw,
+            )
         };
-        scale.store(&mut lane_buf);
-        scales[g..g + count].copy_from_slice(&lane_buf[..count]);
-        min.store(&mut lane_buf);
-        mins[g..g + count].copy_from_slice(&lane_buf[..count]);
+        g += count;
     }
     for b in 0..nb {
         let sub = |v: &[f32]| -> [f32; 8] { v[8 * b..8 * b + 8].try_into().unwrap() };
@@ -102,13 +96,65 @@ pub(crate) fn quantize_row<V: Lanes>(
     }
 }
 
+/// The scale search of sub-blocks `g..g + count` (`count <= V::N`), one per lane; writes
+/// their scales, mins and (weighted path) weight sums. Returns `count`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn search_group<V: Lanes>(
+    x: &[f32],
+    qw: Option<&[f32]>,
+    sigma2: Option<&[f32]>,
+    format: &ScaleMinFormat,
+    g: usize,
+    count: usize,
+    scales: &mut [f32],
+    mins: &mut [f32],
+    sw: &mut [f32],
+) -> usize {
+    let mut lane_buf = [0.0f32; MAX_LANES];
+    let xt: [V; 32] = transpose32(&x[g * 32..], count);
+    let zero = V::splat(0.0);
+    let (scale, min) = match (qw, sigma2) {
+        (Some(qw), Some(sigma2)) => {
+            let wq: [V; 32] = transpose32(&qw[g * 32..], count);
+            let s2: V = from_fn(|lane| sigma2.get((g + lane) / 8).copied().unwrap_or(0.0));
+            let mut w = [zero; 32];
+            let mut sum_w = zero;
+            for i in 0..32 {
+                w[i] = wq[i].mul(s2.add(xt[i].mul(xt[i])).sqrt());
+                sum_w = sum_w.add(w[i]);
+            }
+            sum_w.store(&mut lane_buf);
+            sw[g..g + count].copy_from_slice(&lane_buf[..count]);
+            qkx_search(&xt, &w, format.nmax, (-0.9, 0.05, 36), Level::Qkx3)
+        }
+        _ => {
+            let mut ss = zero;
+            for xi in &xt {
+                ss = ss.add(xi.mul(*xi));
+            }
+            let av_x = ss.div(V::splat(32.0)).sqrt();
+            let mut w = [zero; 32];
+            for i in 0..32 {
+                w[i] = av_x.add(xt[i].abs());
+            }
+            qkx_search(&xt, &w, format.nmax, format.ref_search, Level::Qkx2)
+        }
+    };
+    scale.store(&mut lane_buf);
+    scales[g..g + count].copy_from_slice(&lane_buf[..count]);
+    min.store(&mut lane_buf);
+    mins[g..g + count].copy_from_slice(&lane_buf[..count]);
+    count
+}
+
 /// `2 * sum(x²) / 256` of every super-block of the row, one super-block per lane (each
 /// lane sums its 256 squares in order, as the scalar loop does).
 #[inline(always)]
 fn super_block_sigma2<V: Lanes>(x: &[f32]) -> Vec<f32> {
     let nb = x.len() / QK_K;
     let mut out = vec![0.0f32; nb];
-    let mut buf = [0.0f32; 16];
+    let mut buf = [0.0f32; MAX_LANES];
     for g in (0..nb).step_by(V::N) {
         let count = V::N.min(nb - g);
         let mut acc = V::splat(0.0);

@@ -12,7 +12,8 @@
 //!
 //! What is recorded so that converting there and back gives the same bytes:
 //! - safetensors to GGUF: each `__metadata__` entry becomes a GGUF string key of the same
-//!   name, and the whole safetensors header, verbatim, goes in [`KEY_SAFETENSORS_HEADER`].
+//!   name, and the whole safetensors header, verbatim, goes in [`KEY_SAFETENSORS_HEADER`]
+//!   (for a sharded folder, the header of the one canonical file the shards merge into).
 //!   Coming back, that header is written again byte for byte when it still describes
 //!   the GGUF exactly (same tensors, carriers, sizes, string metadata); each tensor's
 //!   dtype and shape come from it where they still fit. So `model.safetensors -> GGUF ->
@@ -83,11 +84,19 @@ pub fn safetensors_to_gguf(input: &Path, output: &Path) -> Result<Converted> {
             );
             builder.metadata_mut().set(key.as_str(), value.as_str())?;
         }
-        if let [(_, file)] = model.shards().collect::<Vec<_>>()[..] {
-            let header = std::str::from_utf8(file.header_bytes())
-                .context("the safetensors header is not UTF-8")?;
-            builder.metadata_mut().set(KEY_SAFETENSORS_HEADER, header)?;
-        }
+        // The header to come back to: the file's own, or for shards, that of the one
+        // canonical file they merge into (as `write_file` would make it).
+        let merged;
+        let header = match model.shards().collect::<Vec<_>>()[..] {
+            [(_, file)] => file.header_bytes(),
+            _ => {
+                let specs = model.tensors().map(|t| TensorSpec::from(&t));
+                merged = Layout::new(specs, model.metadata(), Order::Canonical)?;
+                &merged.prefix()[8..]
+            }
+        };
+        let header = std::str::from_utf8(header).context("the safetensors header is not UTF-8")?;
+        builder.metadata_mut().set(KEY_SAFETENSORS_HEADER, header)?;
     }
     let mut data_bytes = 0u64;
     for t in model.tensors() {

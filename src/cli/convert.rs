@@ -1,6 +1,7 @@
 //! `quantforge convert IN OUT [--split-max-size SIZE] [--split-max-tensors N]`: re-emits a
 //! GGUF file byte-identically, merges a split set (IN is its first part), or splits a
-//! model into `OUT-00001-of-0000N.gguf` parts as llama.cpp's gguf-split does.
+//! model into `OUT-00001-of-0000N.gguf` parts as llama.cpp's gguf-split does. With
+//! safetensors on either side, see [`super::safetensors::convert`].
 
 use super::file_kind::{self, FileKind};
 use anyhow::{Context, Result, bail};
@@ -19,7 +20,11 @@ With --split-max-size and/or --split-max-tensors the output is a split set named
 OUT-00001-of-0000N.gguf, ... (a trailing .gguf on OUT is dropped first), loadable by \
 llama.cpp: the first part holds all metadata, every part has split.no, split.count and \
 split.tensors.count. Every output file is written to a temporary file and renamed into \
-place only when complete.")]
+place only when complete.
+
+Between containers (tensor bytes unchanged): a safetensors file or model folder to a GGUF \
+OUT, a GGUF to OUT.safetensors, and back again to the same bytes; a safetensors input to \
+OUT.safetensors gives one canonical file (shards merged).")]
 pub struct ConvertArgs {
     /// Most bytes of tensor data per part: a number with an optional unit K, M, G, T
     /// (powers of 1000, as gguf-split) or KiB, MiB, GiB, TiB (powers of 1024), e.g. 2G.
@@ -35,9 +40,15 @@ pub struct ConvertArgs {
 }
 
 pub fn run(args: ConvertArgs) -> Result<()> {
-    match file_kind::detect(&args.input)? {
-        FileKind::Gguf => convert_gguf(&args),
+    let kind = file_kind::detect(&args.input)?;
+    let to_safetensors = super::safetensors::is_safetensors_path(&args.output);
+    if kind == FileKind::Gguf && !to_safetensors {
+        return convert_gguf(&args);
     }
+    if args.split_max_size.is_some() || args.split_max_tensors.is_some() {
+        bail!("--split-max-size and --split-max-tensors apply to GGUF-to-GGUF conversion");
+    }
+    super::safetensors::convert(&args.input, &args.output, kind)
 }
 
 fn convert_gguf(args: &ConvertArgs) -> Result<()> {

@@ -1,5 +1,6 @@
 //! `quantforge inspect FILE [--json] [--full]`: a GGUF file's header, metadata (with wire
 //! types) and tensor table. The first part of a split set is shown as the whole model.
+//! Safetensors files and model folders are described by [`super::safetensors`].
 
 use super::file_kind::{self, FileKind};
 use anyhow::Result;
@@ -24,13 +25,15 @@ pub struct InspectArgs {
     /// Print every array element and whole strings (e.g. all 262144 tokens).
     #[arg(long)]
     full: bool,
-    /// The file (for a split set, its first part: NAME-00001-of-0000N.gguf).
+    /// The file (for a split set, its first part: NAME-00001-of-0000N.gguf), or a
+    /// safetensors file, index or model folder.
     file: PathBuf,
 }
 
 pub fn run(args: InspectArgs) -> Result<()> {
     match file_kind::detect(&args.file)? {
         FileKind::Gguf => inspect_gguf(&args),
+        FileKind::Safetensors => super::safetensors::inspect(&args.file, args.json, args.full),
     }
 }
 

@@ -10,6 +10,7 @@ mod codec;
 mod convert;
 mod file_kind;
 mod inspect;
+mod safetensors;
 mod set_meta;
 mod types;
 
@@ -28,9 +29,9 @@ enum Command {
     Codec(codec::CodecCommand),
     /// List every ggml type: code, name, block size, bytes, bits per weight, support.
     Types,
-    /// Show a GGUF file: header, metadata with wire types, tensor table.
+    /// Show a GGUF or safetensors file (or model folder): header, metadata, tensor table.
     Inspect(inspect::InspectArgs),
-    /// Re-emit a GGUF byte-identically, merge a split set, or split a model.
+    /// Re-emit a GGUF byte-identically, merge or split a set, or convert GGUF <-> safetensors.
     Convert(convert::ConvertArgs),
     /// Write a copy of a GGUF with metadata values set or deleted.
     SetMeta(set_meta::SetMetaArgs),

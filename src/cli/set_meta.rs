@@ -38,6 +38,10 @@ pub struct SetMetaArgs {
 pub fn run(args: SetMetaArgs) -> Result<()> {
     match file_kind::detect(&args.input)? {
         FileKind::Gguf => set_meta_gguf(&args),
+        FileKind::Safetensors => bail!(
+            "{}: set-meta edits GGUF files; this is safetensors",
+            args.input.display()
+        ),
     }
 }
 

@@ -68,6 +68,21 @@ impl Lanes for Neon {
         unsafe { Neon(vabsq_f32(self.0)) }
     }
     #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Neon(vmaxq_f32(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Neon(vminq_f32(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn hmax(self) -> f32 {
+        // SAFETY: see the impl comment.
+        unsafe { vmaxvq_f32(self.0) }
+    }
+    #[inline(always)]
     fn trunc(self) -> Self {
         // SAFETY: see the impl comment.
         unsafe { Neon(vrndq_f32(self.0)) }

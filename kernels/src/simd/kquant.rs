@@ -117,19 +117,21 @@ pub(crate) fn qx_scale<V: Lanes>(x: &[V; 16], w: Option<&[V; 16]>, nmax: i32) ->
     }
     let all_zero = amax.lt(V::splat(crate::scalar::kquant::GROUP_MAX_EPS));
     let mut weight = [zero; 16];
+    let mut wx = [zero; 16];
     for i in 0..16 {
         weight[i] = match w {
             Some(w) => w[i],
             None => x[i].mul(x[i]),
         };
+        wx[i] = weight[i].mul(x[i]);
     }
     let nmax_f = nmax as f32;
-    let (sumlx, suml2) = qx_fit(x, &weight, V::splat(-nmax_f).div(max), nmax);
+    let (sumlx, suml2) = qx_fit(x, &weight, &wx, V::splat(-nmax_f).div(max), nmax);
     let mut scale = V::select(suml2.eq(zero), zero, sumlx.div(suml2));
     let mut best = scale.mul(sumlx);
     for is in (-9..=9).filter(|&is| is != 0) {
         let iscale = V::splat(-(nmax_f + 0.1 * is as f32)).div(max);
-        let (sumlx, suml2) = qx_fit(x, &weight, iscale, nmax);
+        let (sumlx, suml2) = qx_fit(x, &weight, &wx, iscale, nmax);
         let better = V::and(suml2.gt(zero), sumlx.mul(sumlx).gt(best.mul(suml2)));
         scale = V::select(better, sumlx.div(suml2), scale);
         best = V::select(better, scale.mul(sumlx), best);
@@ -137,18 +139,22 @@ pub(crate) fn qx_scale<V: Lanes>(x: &[V; 16], w: Option<&[V; 16]>, nmax: i32) ->
     V::select(all_zero, zero, scale)
 }
 
-/// The weighted sums of `x*l` and `l*l` for the codes `iscale` gives (`make_qx_quants`).
+/// The weighted sums of `x*l` and `l*l` for the codes `iscale` gives (`make_qx_quants`);
+/// `wx[i]` is `w[i]*x[i]`, the first product of C's `w*x*l`.
+///
+/// The codes are rounded in float, `(v + 1.5*2^23) - 1.5*2^23` clamped: for the lanes whose
+/// result is kept (absolute maximum at least `GROUP_MAX_EPS`) `|v| = |iscale*x|` is at most
+/// `nmax + 1`, where this equals `nearest_int(v)` exactly (lanes below that threshold
+/// return 0 whatever their sums are).
 #[inline(always)]
-fn qx_fit<V: Lanes>(x: &[V; 16], w: &[V; 16], iscale: V, nmax: i32) -> (V, V) {
+fn qx_fit<V: Lanes>(x: &[V; 16], w: &[V; 16], wx: &[V; 16], iscale: V, nmax: i32) -> (V, V) {
+    let magic = V::splat(12_582_912.0);
+    let (lo, hi) = (V::splat(-nmax as f32), V::splat((nmax - 1) as f32));
     let mut sumlx = V::splat(0.0);
     let mut suml2 = V::splat(0.0);
     for i in 0..16 {
-        let q = V::int_to_f32(V::clamp_int(
-            iscale.mul(x[i]).nearest_int(),
-            -nmax,
-            nmax - 1,
-        ));
-        sumlx = sumlx.add(w[i].mul(x[i]).mul(q));
+        let q = iscale.mul(x[i]).add(magic).sub(magic).max(lo).min(hi);
+        sumlx = sumlx.add(wx[i].mul(q));
         suml2 = suml2.add(w[i].mul(q).mul(q));
     }
     (sumlx, suml2)

@@ -33,6 +33,12 @@ pub(crate) trait Lanes: Copy {
     fn div(self, o: Self) -> Self;
     fn sqrt(self) -> Self;
     fn abs(self) -> Self;
+    /// Lane-wise maximum (only used where no lane that matters can be NaN).
+    fn max(self, o: Self) -> Self;
+    /// Lane-wise minimum (only used where no lane that matters can be NaN).
+    fn min(self, o: Self) -> Self;
+    /// The largest lane (for finite lanes a maximum is independent of order).
+    fn hmax(self) -> f32;
     /// Rounding toward zero (exact, as `f32::trunc`).
     fn trunc(self) -> Self;
     fn lt(self, o: Self) -> Self::Mask;
@@ -105,6 +111,18 @@ impl<V: Lanes> Lanes for Pair<V> {
     #[inline(always)]
     fn abs(self) -> Self {
         Pair(self.0.abs(), self.1.abs())
+    }
+    #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        Pair(self.0.max(o.0), self.1.max(o.1))
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        Pair(self.0.min(o.0), self.1.min(o.1))
+    }
+    #[inline(always)]
+    fn hmax(self) -> f32 {
+        self.0.max(self.1).hmax()
     }
     #[inline(always)]
     fn trunc(self) -> Self {
@@ -186,14 +204,9 @@ pub(crate) fn round_half_away<V: Lanes>(v: V) -> V {
 pub(crate) fn abs_max<V: Lanes>(x: &[f32]) -> f32 {
     let mut m = V::splat(0.0);
     for c in x.chunks_exact(V::N) {
-        let a = V::load(c).abs();
-        m = V::select(a.gt(m), a, m);
+        m = m.max(V::load(c).abs());
     }
-    let mut buf = [0.0f32; MAX_LANES];
-    m.store(&mut buf);
-    buf[..V::N]
-        .iter()
-        .fold(0.0f32, |acc, &v| if acc > v { acc } else { v })
+    m.hmax()
 }
 
 /// Transposes `count` consecutive runs of 32 values (`count <= N`) so that vector `i`

@@ -74,6 +74,29 @@ impl Lanes for Avx2 {
         }
     }
     #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2(_mm256_max_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2(_mm256_min_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn hmax(self) -> f32 {
+        // SAFETY: see the impl comment.
+        unsafe {
+            let m = _mm_max_ps(
+                _mm256_castps256_ps128(self.0),
+                _mm256_extractf128_ps::<1>(self.0),
+            );
+            let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+            let m = _mm_max_ss(m, _mm_shuffle_ps::<0b01>(m, m));
+            _mm_cvtss_f32(m)
+        }
+    }
+    #[inline(always)]
     fn trunc(self) -> Self {
         // SAFETY: see the impl comment.
         unsafe { Avx2(_mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(self.0)) }

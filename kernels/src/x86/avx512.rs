@@ -68,6 +68,21 @@ impl Lanes for Avx512 {
         unsafe { Avx512(_mm512_abs_ps(self.0)) }
     }
     #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx512(_mm512_max_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx512(_mm512_min_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn hmax(self) -> f32 {
+        // SAFETY: see the impl comment.
+        unsafe { _mm512_reduce_max_ps(self.0) }
+    }
+    #[inline(always)]
     fn trunc(self) -> Self {
         // SAFETY: see the impl comment.
         unsafe {

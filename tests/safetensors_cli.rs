@@ -3,8 +3,11 @@
 //! under a 256 MiB address-space limit (so no allocation the file cannot justify), and
 //! leave no output; the real MiniLM model goes to GGUF and back with the same sha256.
 
+mod st_common;
+
 use quantforge_formats::safetensors::{Dtype, Order, TensorView, serialize, write_sharded};
-use std::path::{Path, PathBuf};
+use st_common::{minilm, sha256};
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// Runs quantforge with its address space capped at 256 MiB (`ulimit -v`).
@@ -256,38 +259,6 @@ fn folders_are_inspected_and_converted_as_one_model() {
 
     let out = quantforge_capped(&["convert", "--split-max-tensors", "1", s(&gguf), s(&merged)]);
     assert_user_error(&out, &["apply to GGUF-to-GGUF conversion"]);
-}
-
-fn minilm() -> Option<PathBuf> {
-    if std::env::var("QF_SKIP_REAL_MODELS").as_deref() == Ok("1") {
-        eprintln!("SKIPPED: real model all-minilm-l6-v2 not used because QF_SKIP_REAL_MODELS=1");
-        return None;
-    }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let cache = std::env::var_os("QF_MODEL_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join(".cache/models"));
-    let path = cache.join("all-minilm-l6-v2/model.safetensors");
-    if !path.exists() {
-        let status = Command::new(root.join("scripts/fetch-models"))
-            .env("QF_MODEL_CACHE", &cache)
-            .status()
-            .expect("cannot run scripts/fetch-models");
-        assert!(status.success(), "scripts/fetch-models failed: {status}");
-    }
-    Some(path)
-}
-
-fn sha256(path: &Path) -> String {
-    let out = Command::new("sha256sum")
-        .arg(path)
-        .output()
-        .expect("sha256sum");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 #[test]

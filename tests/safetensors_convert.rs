@@ -3,6 +3,8 @@
 //! every dtype, odd layouts and typed GGUF metadata, and for the real models of
 //! DESIGN.md section 4 (MiniLM safetensors, Gemma Q4_K_M GGUF).
 
+mod st_common;
+
 use quantforge::convert::{
     KEY_GGML_TYPES, KEY_SAFETENSORS_HEADER, gguf_to_safetensors, safetensors_to_gguf,
 };
@@ -11,6 +13,7 @@ use quantforge_formats::safetensors::{
     Dtype, Order, SafeTensors, TensorView, serialize, write_sharded,
 };
 use quantforge_kernels::GgmlType;
+use st_common::{minilm, real_model, sha256};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -302,51 +305,9 @@ fn clashing_metadata_is_refused() {
 
 // ---- real models -------------------------------------------------------------------
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A file from the real-model cache, fetched by scripts/fetch-models if missing; `None`
-/// only with QF_SKIP_REAL_MODELS=1.
-fn real_model(rel: &str) -> Option<PathBuf> {
-    if std::env::var("QF_SKIP_REAL_MODELS").as_deref() == Ok("1") {
-        eprintln!("SKIPPED: real model {rel} not used because QF_SKIP_REAL_MODELS=1");
-        return None;
-    }
-    let cache = std::env::var_os("QF_MODEL_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".cache/models"));
-    let path = cache.join(rel);
-    if !path.exists() {
-        let status = std::process::Command::new(repo_root().join("scripts/fetch-models"))
-            .env("QF_MODEL_CACHE", &cache)
-            .status()
-            .expect("cannot run scripts/fetch-models");
-        assert!(status.success(), "scripts/fetch-models failed: {status}");
-    }
-    assert!(
-        path.exists(),
-        "{} missing after fetch-models",
-        path.display()
-    );
-    Some(path)
-}
-
-fn sha256(path: &Path) -> String {
-    let out = std::process::Command::new("sha256sum")
-        .arg(path)
-        .output()
-        .expect("sha256sum");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_owned()
-}
-
 #[test]
 fn real_minilm_to_gguf_and_back_is_identical() {
-    let Some(st) = real_model("all-minilm-l6-v2/model.safetensors") else {
+    let Some(st) = minilm() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -3,9 +3,12 @@
 //! accepts the other accepts, except where this crate is documented to be stricter
 //! (repeated names or keys) or newer (dtypes 0.6 lacks: C64, F8_*FNUZ).
 
+mod st_common;
+
 use proptest::prelude::*;
-use quantforge_formats::safetensors::{Dtype, Error, Order, SafeTensors, TensorView, serialize};
+use quantforge_formats::safetensors::{Dtype, Error, Order, SafeTensors, serialize};
 use safetensors::tensor::{Dtype as HfDtype, TensorView as HfView};
+use st_common::{Owned, tensor_sets};
 use std::collections::HashMap;
 
 /// The dtypes both crates know, with HF's name for each.
@@ -34,20 +37,6 @@ fn hf_dtype(d: Dtype) -> Option<HfDtype> {
     })
 }
 
-#[derive(Clone, Debug)]
-struct Owned {
-    name: String,
-    dtype: Dtype,
-    shape: Vec<usize>,
-    data: Vec<u8>,
-}
-
-impl Owned {
-    fn view(&self) -> TensorView<'_> {
-        TensorView::new(&self.name, self.dtype, self.shape.clone(), &self.data).unwrap()
-    }
-}
-
 fn name() -> impl Strategy<Value = String> {
     // Plain names, and ones that exercise JSON escaping (quotes, backslashes, control
     // characters, DEL, non-ASCII, astral plane).
@@ -57,37 +46,13 @@ fn name() -> impl Strategy<Value = String> {
     ]
 }
 
-fn tensor() -> impl Strategy<Value = Owned> {
+fn tensors() -> impl Strategy<Value = Vec<Owned>> {
     let shared: Vec<Dtype> = Dtype::ALL
         .iter()
         .copied()
         .filter(|&d| hf_dtype(d).is_some())
         .collect();
-    (
-        name(),
-        proptest::sample::select(shared),
-        proptest::collection::vec(0usize..5, 0..4),
-    )
-        .prop_filter("sub-byte tensors end on a byte", |(_, d, s)| {
-            (s.iter().product::<usize>() * d.bit_size()).is_multiple_of(8)
-        })
-        .prop_flat_map(|(name, dtype, shape)| {
-            let len = shape.iter().product::<usize>() * dtype.bit_size() / 8;
-            proptest::collection::vec(any::<u8>(), len).prop_map(move |data| Owned {
-                name: name.clone(),
-                dtype,
-                shape: shape.clone(),
-                data,
-            })
-        })
-}
-
-fn tensors() -> impl Strategy<Value = Vec<Owned>> {
-    proptest::collection::vec(tensor(), 0..8).prop_map(|mut v| {
-        let mut seen = std::collections::HashSet::new();
-        v.retain(|t| t.name != "__metadata__" && seen.insert(t.name.clone()));
-        v
-    })
+    tensor_sets(name(), shared, 5, 8)
 }
 
 fn metadata() -> impl Strategy<Value = Option<Vec<(String, String)>>> {

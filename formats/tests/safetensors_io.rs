@@ -2,50 +2,18 @@
 //! dtype), stream frames, the streamed positional writer from several threads, atomic
 //! replacement, and slicing against a naive gather.
 
+mod st_common;
+
 use proptest::prelude::*;
 use quantforge_formats::safetensors::{
     Dtype, Error, FileWriter, Layout, Order, SafeTensors, TensorSpec, TensorView, serialize,
     write_file,
 };
+use st_common::{Owned, tensor_sets};
 use std::io::{Cursor, Read};
 
-#[derive(Clone, Debug)]
-struct Owned {
-    name: String,
-    dtype: Dtype,
-    shape: Vec<usize>,
-    data: Vec<u8>,
-}
-
-impl Owned {
-    fn view(&self) -> TensorView<'_> {
-        TensorView::new(&self.name, self.dtype, self.shape.clone(), &self.data).unwrap()
-    }
-}
-
 fn tensors() -> impl Strategy<Value = Vec<Owned>> {
-    let one = (
-        "[a-zA-Z0-9_.é]{1,10}",
-        proptest::sample::select(Dtype::ALL.to_vec()),
-        proptest::collection::vec(0usize..6, 0..4),
-    )
-        .prop_filter("whole bytes", |(_, d, s)| {
-            (s.iter().product::<usize>() * d.bit_size()).is_multiple_of(8)
-        })
-        .prop_flat_map(|(name, dtype, shape)| {
-            let len = shape.iter().product::<usize>() * dtype.bit_size() / 8;
-            proptest::collection::vec(any::<u8>(), len).prop_map(move |data| Owned {
-                name: name.clone(),
-                dtype,
-                shape: shape.clone(),
-                data,
-            })
-        });
-    proptest::collection::vec(one, 0..10).prop_map(|mut v| {
-        let mut seen = std::collections::HashSet::new();
-        v.retain(|t| seen.insert(t.name.clone()));
-        v
-    })
+    tensor_sets("[a-zA-Z0-9_.é]{1,10}", Dtype::ALL.to_vec(), 6, 10)
 }
 
 fn assert_same(file: &SafeTensors<'_>, tensors: &[Owned]) {

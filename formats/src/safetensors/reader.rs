@@ -234,21 +234,19 @@ fn truncated(header: &Header, available: usize) -> Error {
     }
 }
 
-fn open(path: &Path) -> Result<(File, u64)> {
-    let file = File::open(path).map_err(|e| Error::io("cannot open", e))?;
+/// Opens `path` and checks its declared header length against the 100 MB cap and the
+/// file's size, reading nothing else. Returns the file (positioned after the length), its
+/// size and the header length.
+fn open_checked(path: &Path) -> Result<(File, u64, usize)> {
+    let mut file = File::open(path).map_err(|e| Error::io("cannot open", e))?;
     let size = file
         .metadata()
         .map_err(|e| Error::io("cannot stat", e))?
         .len();
-    Ok((file, size))
-}
-
-fn read_file(path: &Path) -> Result<SafeTensors<'static>> {
-    let (mut file, size) = open(path)?;
-    let mut len = [0u8; 8];
     if size < 8 {
         return Err(Error::TooShort { len: size });
     }
+    let mut len = [0u8; 8];
     file.read_exact(&mut len)
         .map_err(|e| Error::io("cannot read", e))?;
     let n = checked_header_len(len)?;
@@ -258,6 +256,11 @@ fn read_file(path: &Path) -> Result<SafeTensors<'static>> {
             available: size - 8,
         });
     }
+    Ok((file, size, n))
+}
+
+fn read_file(path: &Path) -> Result<SafeTensors<'static>> {
+    let (mut file, size, n) = open_checked(path)?;
     let mut json = vec![0u8; n];
     file.read_exact(&mut json)
         .map_err(|e| Error::io("cannot read", e))?;
@@ -291,21 +294,8 @@ fn read_file(path: &Path) -> Result<SafeTensors<'static>> {
 }
 
 fn mmap_file(path: &Path) -> Result<SafeTensors<'static>> {
-    let (mut file, size) = open(path)?;
-    // Check the declared header length against the file before mapping anything.
-    if size < 8 {
-        return Err(Error::TooShort { len: size });
-    }
-    let mut len = [0u8; 8];
-    file.read_exact(&mut len)
-        .map_err(|e| Error::io("cannot read", e))?;
-    let n = checked_header_len(len)?;
-    if n as u64 > size - 8 {
-        return Err(Error::HeaderPastEnd {
-            len: n as u64,
-            available: size - 8,
-        });
-    }
+    // The declared header length is checked against the file before mapping anything.
+    let (file, _, _) = open_checked(path)?;
     // SAFETY: the mapping is read-only and owned by the returned value. Like every
     // mmap-based reader (upstream's included) this relies on the file not being truncated
     // or rewritten while mapped; every access below is bounded by the mapping's length.

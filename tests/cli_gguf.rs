@@ -297,10 +297,7 @@ fn rejected_quickly_in_100_mib(label: &str, args: &[&str]) -> String {
 fn hostile_files_exit_2_within_a_second_and_100_mib() {
     let dir = tempfile::tempdir().unwrap();
     let filler = [0u8; 64];
-    let mut deep = Raw::header(3, 0, 1).str("deep").u32(9);
-    for _ in 0..1_000_000 {
-        deep = deep.u32(9).u64(1);
-    }
+    let deep = Raw::header(3, 0, 1).nested_kv("deep", 1_000_000);
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("empty", vec![], "0 bytes, starts with"),
         ("not gguf", b"PK\x03\x04 zip".to_vec(), "bytes, starts with"),
@@ -317,10 +314,7 @@ fn hostile_files_exit_2_within_a_second_and_100_mib() {
         (
             "2^60 array elements",
             Raw::header(3, 0, 1)
-                .str("k")
-                .u32(9)
-                .u32(8)
-                .u64(1 << 60)
+                .array_kv("k", 8, 1 << 60)
                 .bytes(&filler)
                 .0,
             "length of arr[str] in key 'k' is 1152921504606846976",

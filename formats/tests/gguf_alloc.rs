@@ -6,42 +6,16 @@
 
 mod gguf_common;
 
+use gguf_common::counting_alloc::{Counting, peak_during};
 use gguf_common::{Raw, repo_root, small_gguf};
 use quantforge_formats::gguf::{GgufFile, GgufHeader, parse_allocation_bound};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-
-struct Counting;
-
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let now = CURRENT.fetch_add(layout.size(), Relaxed) + layout.size();
-        PEAK.fetch_max(now, Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        CURRENT.fetch_sub(layout.size(), Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
 /// Peak bytes allocated (above what was live before) while parsing `bytes` in place.
 fn parse_peak(bytes: &[u8]) -> usize {
-    let base = CURRENT.load(Relaxed);
-    PEAK.store(base, Relaxed);
-    let result = GgufHeader::parse(bytes);
-    let peak = PEAK.load(Relaxed) - base;
-    drop(result);
-    peak
+    peak_during(|| drop(GgufHeader::parse(bytes)))
 }
 
 fn check(label: &str, bytes: &[u8]) -> f64 {
@@ -64,17 +38,17 @@ fn dense_files() -> Vec<(&'static str, Vec<u8>)> {
         r = r.str(&format!("{i:x}")).u32(0).bytes(&[0]); // u8 values, short keys
     }
     out.push(("many tiny keys", r.0));
-    let mut r = Raw::header(3, 0, 1).str("k").u32(9).u32(8).u64(N);
+    let mut r = Raw::header(3, 0, 1).array_kv("k", 8, N);
     for _ in 0..N {
         r = r.u64(0); // empty strings
     }
     out.push(("many empty strings", r.0));
-    let mut r = Raw::header(3, 0, 1).str("k").u32(9).u32(9).u64(N);
+    let mut r = Raw::header(3, 0, 1).array_kv("k", 9, N);
     for _ in 0..N {
         r = r.u32(0).u64(0); // empty inner arrays
     }
     out.push(("many empty inner arrays", r.0));
-    let mut r = Raw::header(3, 0, 1).str("k").u32(9).u32(7).u64(N);
+    let mut r = Raw::header(3, 0, 1).array_kv("k", 7, N);
     r = r.bytes(&vec![1; N as usize]);
     out.push(("many bools", r.0));
     let mut r = Raw::header(3, N, 0);
@@ -90,20 +64,14 @@ fn dense_files() -> Vec<(&'static str, Vec<u8>)> {
 /// Hostile headers that claim huge sizes.
 fn hostile_files() -> Vec<(&'static str, Vec<u8>)> {
     let filler = [0u8; 256];
-    let mut deep = Raw::header(3, 0, 1).str("deep").u32(9);
-    for _ in 0..100_000 {
-        deep = deep.u32(9).u64(1);
-    }
+    let deep = Raw::header(3, 0, 1).nested_kv("deep", 100_000);
     vec![
         ("2^60 tensors", Raw::header(3, 1 << 60, 0).bytes(&filler).0),
         ("2^60 keys", Raw::header(3, 0, 1 << 60).bytes(&filler).0),
         (
             "2^60 strings",
             Raw::header(3, 0, 1)
-                .str("k")
-                .u32(9)
-                .u32(8)
-                .u64(1 << 60)
+                .array_kv("k", 8, 1 << 60)
                 .bytes(&filler)
                 .0,
         ),

@@ -120,7 +120,7 @@ fn huge_counts_are_rejected_before_allocating() {
         "key-value count",
     );
     for elem in [0u32, 4, 8, 9, 12] {
-        let bytes = Raw::header(3, 0, 1).str("k").u32(9).u32(elem).u64(n).0;
+        let bytes = Raw::header(3, 0, 1).array_kv("k", elem, n).0;
         reject_with(
             &format!("2^60 elements of type {elem}"),
             bytes,
@@ -148,10 +148,7 @@ fn four_gib_string_lengths_are_rejected() {
         "value of key 'k' needs 4294967296 bytes",
     );
     let element = Raw::header(3, 0, 1)
-        .str("k")
-        .u32(9)
-        .u32(8)
-        .u64(1)
+        .array_kv("k", 8, 1)
         .u64(len)
         .bytes(&filler)
         .0;
@@ -173,22 +170,14 @@ fn four_gib_string_lengths_are_rejected() {
 
 #[test]
 fn arrays_nested_a_million_deep_are_rejected_at_the_depth_limit() {
-    let mut raw = Raw::header(3, 0, 1).str("deep").u32(9);
-    for _ in 0..1_000_000 {
-        raw = raw.u32(9).u64(1);
-    }
-    raw = raw.u32(0).u64(0);
+    let raw = Raw::header(3, 0, 1).nested_kv("deep", 1_000_000);
     let msg = reject("1e6-deep array", raw.0).to_string();
     assert!(
         msg.contains(&format!("nested deeper than {MAX_ARRAY_DEPTH} levels")),
         "{msg}"
     );
     // Exactly at the limit is fine.
-    let mut raw = Raw::header(3, 0, 1).str("ok").u32(9);
-    for _ in 1..MAX_ARRAY_DEPTH {
-        raw = raw.u32(9).u64(1);
-    }
-    raw = raw.u32(0).u64(0);
+    let raw = Raw::header(3, 0, 1).nested_kv("ok", MAX_ARRAY_DEPTH);
     GgufFile::from_bytes(raw.0).unwrap();
 }
 

@@ -11,13 +11,16 @@ use quantforge_formats::gguf::{GgufFile, GgufWriter};
 fn reemit(file: &GgufFile) -> Vec<u8> {
     let mut w = GgufWriter::new(Vec::new(), file.header()).expect("an accepted header writes");
     for v in file.tensor_views() {
-        w.write_tensor(v.name(), v.data()).expect("tensor data writes");
+        w.write_tensor(v.name(), v.data())
+            .expect("tensor data writes");
     }
     w.finish().expect("every tensor was written")
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(file) = GgufFile::from_bytes(data.to_vec()) else { return };
+    let Ok(file) = GgufFile::from_bytes(data.to_vec()) else {
+        return;
+    };
     let first = reemit(&file);
     let header_size = file.layout().header_size as usize;
     assert_eq!(&first[..header_size], &data[..header_size]);

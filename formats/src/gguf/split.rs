@@ -3,8 +3,8 @@
 //!
 //! - Part `i` of `n` is named `PREFIX-{i+1:05}-of-{n:05}.gguf` (`llama_split_path`).
 //! - The first part holds all the metadata; every part has `split.no` (u16, 0-based),
-//!   `split.count` (u16) and `split.tensors.count` (i32, the total), and its share of the
-//!   tensors, in order.
+//!   `split.tensors.count` (i32, the total) and `split.count` (u16), appended in that
+//!   order as gguf-split does, and its share of the tensors, in order.
 //! - Splitting by size counts each tensor's padded data, and starts a new part when the
 //!   next tensor would exceed the limit (never leaving a part empty); splitting by count
 //!   starts one every N tensors (`split_strategy` in `gguf-split.cpp`).
@@ -124,11 +124,15 @@ pub fn plan_split(header: &GgufHeader, limits: SplitLimits) -> Result<Vec<GgufHe
     Ok(parts)
 }
 
+/// Appends the split keys in the order gguf-split leaves them: it sets `split.no`,
+/// `split.count` (a placeholder), `split.tensors.count`, then sets `split.count` again
+/// once the number of parts is known, which moves it last (`gguf_set_val_*` removes and
+/// re-appends).
 fn set_split_keys(meta: &mut Metadata, no: u16, count: u16, total: i32) {
     // Keys are non-empty constants: `set` cannot fail.
     let _ = meta.set(KEY_SPLIT_NO, Value::U16(no));
-    let _ = meta.set(KEY_SPLIT_COUNT, Value::U16(count));
     let _ = meta.set(KEY_SPLIT_TENSORS_COUNT, Value::I32(total));
+    let _ = meta.set(KEY_SPLIT_COUNT, Value::U16(count));
 }
 
 /// A model: one GGUF file, or every part of a split set opened together, with one tensor

@@ -1,5 +1,8 @@
-//! Helpers shared by the GGUF integration tests: the real-model cache and small builders.
+//! Helpers shared by the GGUF integration tests (and, by `#[path]`, the CLI tests): the
+//! real-model cache, small valid files, raw bytes for broken ones, an allocation counter.
 #![allow(dead_code)] // each test binary uses its own subset
+
+pub mod counting_alloc;
 
 use quantforge_formats::gguf::{Array, GgufBuilder, Value};
 use quantforge_kernels::GgmlType;
@@ -119,6 +122,20 @@ impl Raw {
     }
     pub fn str(self, s: &str) -> Raw {
         self.u64(s.len() as u64).bytes(s.as_bytes())
+    }
+    /// A key whose value is an array header: element type `elem`, `count` elements (the
+    /// elements themselves are up to the caller).
+    pub fn array_kv(self, key: &str, elem: u32, count: u64) -> Raw {
+        self.str(key).u32(9).u32(elem).u64(count)
+    }
+    /// A key whose value is `depth` arrays nested in one another, the innermost an empty
+    /// `arr[u8]` (depth 1 is a plain empty array).
+    pub fn nested_kv(self, key: &str, depth: usize) -> Raw {
+        let mut r = self.str(key).u32(9);
+        for _ in 1..depth {
+            r = r.u32(9).u64(1);
+        }
+        r.u32(0).u64(0)
     }
     /// A key with a u32 value.
     pub fn kv_u32(self, key: &str, v: u32) -> Raw {

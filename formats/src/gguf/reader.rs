@@ -178,36 +178,58 @@ impl GgufFile {
     /// Tells the kernel the tensor's data is about to be read whole (`MADV_WILLNEED`),
     /// so it can start reading ahead. A no-op for files in memory.
     pub fn prefetch(&self, view: &TensorView<'_>) -> Result<()> {
-        if let Source::Mmap(map) = &self.source
-            && !view.data().is_empty()
-        {
-            map.advise_range(Advice::WillNeed, view.offset() as usize, view.data().len())
-                .map_err(|e| self.io_error("madvise(WILLNEED)", e))?;
-        }
-        Ok(())
+        self.prefetch_bytes(view.offset(), view.data().len())
     }
 
     /// Tells the kernel the tensor's data is done with (`MADV_DONTNEED`), so its pages
     /// leave this process's resident set. Reading the view again afterwards is still
     /// correct: the pages come back from the file. A no-op for files in memory.
     pub fn release(&self, view: &TensorView<'_>) -> Result<()> {
-        if let Source::Mmap(map) = &self.source
-            && !view.data().is_empty()
+        self.release_bytes(view.offset(), view.data().len())
+    }
+
+    /// [`GgufFile::prefetch`] for `len` bytes of the file at `offset` (e.g. one chunk of
+    /// a large tensor).
+    pub fn prefetch_bytes(&self, offset: u64, len: usize) -> Result<()> {
+        let Some(map) = self.mapped_range(offset, len)? else {
+            return Ok(());
+        };
+        map.advise_range(Advice::WillNeed, offset as usize, len)
+            .map_err(|e| self.io_error("madvise(WILLNEED)", e))
+    }
+
+    /// [`GgufFile::release`] for `len` bytes of the file at `offset`.
+    pub fn release_bytes(&self, offset: u64, len: usize) -> Result<()> {
+        let Some(map) = self.mapped_range(offset, len)? else {
+            return Ok(());
+        };
+        // SAFETY: the mapping is a read-only, file-backed private mapping that this
+        // process never writes to, so no page holds anything but the file's bytes; after
+        // MADV_DONTNEED a later access faults the same bytes in from the file. Borrowed
+        // slices into the map stay valid (the mapping is not removed). The range was
+        // checked to lie within the mapping.
+        unsafe { map.unchecked_advise_range(UncheckedAdvice::DontNeed, offset as usize, len) }
+            .map_err(|e| self.io_error("madvise(DONTNEED)", e))
+    }
+
+    /// The map, when the file is mapped and `len > 0` bytes at `offset` lie within it.
+    fn mapped_range(&self, offset: u64, len: usize) -> Result<Option<&Mmap>> {
+        let Source::Mmap(map) = &self.source else {
+            return Ok(None);
+        };
+        if offset
+            .checked_add(len as u64)
+            .is_none_or(|end| end > self.file_size())
         {
-            // SAFETY: the mapping is a read-only, file-backed private mapping that this
-            // process never writes to, so no page holds anything but the file's bytes;
-            // after MADV_DONTNEED a later access faults the same bytes in from the file.
-            // Borrowed slices into the map stay valid (the mapping is not removed).
-            unsafe {
-                map.unchecked_advise_range(
-                    UncheckedAdvice::DontNeed,
-                    view.offset() as usize,
-                    view.data().len(),
-                )
-            }
-            .map_err(|e| self.io_error("madvise(DONTNEED)", e))?;
+            return Err(self.io_error(
+                "madvise",
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("{len} bytes at offset {offset} are outside the file"),
+                ),
+            ));
         }
-        Ok(())
+        Ok((len > 0).then_some(map))
     }
 
     fn io_error(&self, what: &str, e: std::io::Error) -> GgufError {

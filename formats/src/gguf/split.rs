@@ -31,6 +31,9 @@ pub const KEY_SPLIT_COUNT: &str = "split.count";
 /// `split.tensors.count`: tensors in all parts together (i32).
 pub const KEY_SPLIT_TENSORS_COUNT: &str = "split.tensors.count";
 
+/// Bytes of tensor data copied at a time when writing from a model.
+const STREAM_CHUNK: usize = 16 << 20;
+
 const SPLIT_KEYS: [&str; 3] = [KEY_SPLIT_NO, KEY_SPLIT_COUNT, KEY_SPLIT_TENSORS_COUNT];
 
 /// The path of part `index` (0-based) of `count`: `PREFIX-00001-of-00003.gguf`.
@@ -365,8 +368,7 @@ impl GgufModel {
         Ok(paths)
     }
 
-    /// Streams the data of `header`'s tensors, taken from this model, into `writer`,
-    /// telling the kernel to read each ahead and drop it after.
+    /// Streams the data of `header`'s tensors, taken from this model, into `writer`.
     fn stream_tensors(
         &self,
         writer: &mut GgufWriter<'_, AtomicFile>,
@@ -380,9 +382,19 @@ impl GgufModel {
                     info.name()
                 )));
             }
-            self.prefetch(&view)?;
-            writer.write_tensor(info.name(), view.data())?;
-            self.release(&view)?;
+            // In chunks, each read ahead and dropped after writing, so the process's
+            // resident set stays near STREAM_CHUNK however large the tensor.
+            let part = self.part_of(&view)?;
+            let mut offset = view.offset();
+            for chunk in view.data().chunks(STREAM_CHUNK) {
+                part.prefetch_bytes(offset, chunk.len())?;
+                writer.write_chunk(chunk)?;
+                part.release_bytes(offset, chunk.len())?;
+                offset += chunk.len() as u64;
+            }
+            if view.data().is_empty() {
+                writer.write_chunk(&[])?;
+            }
         }
         Ok(())
     }

@@ -108,6 +108,30 @@ fn gguf_py_file_is_read_exactly() {
 }
 
 #[test]
+fn mmap_heap_and_bytes_readers_agree() {
+    let mapped = GgufFile::open(golden_path()).unwrap();
+    let heap = GgufFile::read(golden_path()).unwrap();
+    let bytes = GgufFile::from_bytes(std::fs::read(golden_path()).unwrap()).unwrap();
+    assert!(mapped.is_mmap() && !heap.is_mmap() && !bytes.is_mmap());
+    assert_eq!(mapped.path(), Some(golden_path().as_path()));
+    assert_eq!(bytes.path(), None);
+    for other in [&heap, &bytes] {
+        assert_eq!(other.header(), mapped.header());
+        assert_eq!(other.layout(), mapped.layout());
+        assert_eq!(other.bytes(), mapped.bytes());
+        // Hints are no-ops in memory.
+        let v = other.tensor("q4_K.weight").unwrap();
+        other.prefetch(&v).unwrap();
+        other.release(&v).unwrap();
+    }
+    let v = mapped.tensor("q4_K.weight").unwrap();
+    mapped.prefetch(&v).unwrap();
+    mapped.release(&v).unwrap();
+    assert_eq!(v.data().len(), 144);
+    assert!(mapped.release_bytes(mapped.file_size(), 1).is_err());
+}
+
+#[test]
 fn gguf_py_file_reemits_byte_identically() {
     let original = std::fs::read(golden_path()).unwrap();
     let file = GgufFile::from_bytes(original.clone()).unwrap();

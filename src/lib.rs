@@ -10,6 +10,7 @@ pub mod cli;
 pub mod convert;
 pub mod describe;
 pub mod io;
+pub mod pipeline;
 
 pub use quantforge_formats as formats;
 pub use quantforge_kernels as kernels;

@@ -1,0 +1,4 @@
+//! A requantization: [`plan`] decides each tensor's target type the way llama.cpp's
+//! quantizer does.
+
+pub mod plan;

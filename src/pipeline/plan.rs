@@ -1,0 +1,616 @@
+//! The per-tensor plan of a quantization: for each tensor of a model, the type llama.cpp's
+//! quantizer would give it, and why.
+//!
+//! This is a port of the decision logic in llama.cpp's `src/llama-quant.cpp` (as vendored
+//! by llama-cpp-sys-2 0.1.161): `llama_model_quantize_impl`'s ordering of tensors, its
+//! counters, `llama_tensor_get_type` with the preset mixes, the shape fallbacks, and the
+//! `general.file_type` it writes. It does no I/O: give it the model's hyperparameters
+//! ([`ModelParams`], e.g. [`ModelParams::from_gguf`]), its tensor list ([`TensorSpec`]) and
+//! the [`Options`] `llama-quantize` would get, and [`plan`] returns the [`Plan`].
+//!
+//! ```
+//! use quantforge::pipeline::plan::{ModelParams, Options, Preset, TensorSpec, plan};
+//! use quantforge::GgmlType;
+//! let model = ModelParams::new("llama", 1, 8, 8);
+//! let tensors = [
+//!     TensorSpec::new("blk.0.attn_v.weight", [256, 256, 1, 1], GgmlType::F16),
+//!     TensorSpec::new("blk.0.attn_norm.weight", [256, 1, 1, 1], GgmlType::F32),
+//! ];
+//! let p = plan(&model, &tensors, &Options::new(Preset::parse("Q4_K_M").unwrap())).unwrap();
+//! // Output order is llama.cpp's: by layer, then by name.
+//! assert_eq!(p.tensors[0].name, "blk.0.attn_norm.weight");
+//! assert_eq!(p.tensors[0].target, GgmlType::F32); // norms stay
+//! assert_eq!(p.tensors[1].target, GgmlType::Q6_K); // attn_v of the first layer: more bits
+//! ```
+
+mod ftype;
+mod model;
+mod rules;
+
+pub use ftype::{FILE_TYPE_GUESSED, FileType, Preset};
+pub use model::ModelParams;
+pub use rules::Category;
+
+use quantforge_kernels::GgmlType;
+use regex::Regex;
+use std::collections::HashSet;
+use std::fmt;
+
+/// `GGML_QNT_VERSION`, written to `general.quantization_version` by every quantization.
+pub const QUANTIZATION_VERSION: u32 = 2;
+
+/// Why a plan cannot be made or carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The file type has no default tensor type; llama.cpp refuses it as a target.
+    #[error("invalid output file type {0}: llama.cpp cannot quantize to it")]
+    InvalidFileType(FileType),
+    /// A model hyperparameter is missing or out of range.
+    #[error("model metadata: {0}")]
+    Metadata(String),
+    /// Two tensors share a name.
+    #[error("tensor {0} appears twice")]
+    DuplicateTensor(String),
+    /// A `--tensor-type` pattern is not a valid regular expression.
+    #[error("invalid --tensor-type pattern {pattern:?}: {source}")]
+    BadPattern {
+        /// The pattern as given.
+        pattern: String,
+        /// What the regex parser said.
+        source: Box<regex::Error>,
+    },
+    /// A `--tensor-type` argument is not `PATTERN=TYPE`.
+    #[error("malformed --tensor-type {0:?}: expected PATTERN=TYPE")]
+    MalformedTensorType(String),
+    /// A type name that is not a ggml type.
+    #[error("unknown ggml type {0:?}")]
+    UnknownType(String),
+    /// A row does not fit the target's blocks and llama.cpp has no smaller type for it.
+    #[error(
+        "tensor {tensor}: rows of {ncols} are not whole blocks of {ty} and no fallback type is defined for {ty}"
+    )]
+    NoFallback {
+        /// The tensor's name.
+        tensor: String,
+        /// The type it was meant to get.
+        ty: GgmlType,
+        /// Its row length.
+        ncols: u64,
+    },
+    /// A type chosen explicitly (`--token-embedding-type`, `--output-tensor-type`,
+    /// `--tensor-type`) does not fit the tensor's rows; llama.cpp would abort.
+    #[error("tensor {tensor}: rows of {ncols} are not whole blocks of {ty} (block of {block})")]
+    RowNotWholeBlocks {
+        /// The tensor's name.
+        tensor: String,
+        /// The type it was given.
+        ty: GgmlType,
+        /// Its row length.
+        ncols: u64,
+        /// The block size of `ty`.
+        block: usize,
+    },
+    /// An expert tensor of a MoE model whose name carries no `blk.N.`.
+    #[error("failed to determine the layer of tensor {tensor}")]
+    NoLayer {
+        /// The tensor's name.
+        tensor: String,
+    },
+    /// An expert tensor whose `blk.N.` is outside the model's layers.
+    #[error("bad layer {layer} for tensor {tensor}: must be in [0, {n_layer})")]
+    BadLayer {
+        /// The tensor's name.
+        tensor: String,
+        /// The layer its name gives.
+        layer: i64,
+        /// The model's `block_count`.
+        n_layer: u32,
+    },
+    /// The plan needs an importance matrix that was not given.
+    #[error("this quantization requires an importance matrix: tensor {tensor} would be {ty}")]
+    ImatrixRequired {
+        /// The first tensor that needs it.
+        tensor: String,
+        /// Its target type.
+        ty: GgmlType,
+    },
+    /// A quantized tensor would be requantized without `--allow-requantize`.
+    #[error("requantizing from type {from} is disabled (tensor {tensor}); pass --allow-requantize")]
+    RequantizeDisabled {
+        /// The first such tensor.
+        tensor: String,
+        /// Its source type.
+        from: GgmlType,
+    },
+}
+
+/// One tensor of the source model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorSpec {
+    /// Its name.
+    pub name: String,
+    /// ggml dimensions, innermost first (`ne[0]` is the row length); unused ones are 1.
+    pub ne: [u64; 4],
+    /// Its type in the source.
+    pub ty: GgmlType,
+    /// Which file of a split set holds it (0 for a single file).
+    pub split: u16,
+    /// Its data offset within that file, which orders tensors under `--keep-split`.
+    pub offset: u64,
+}
+
+impl TensorSpec {
+    /// A tensor of a single-file model; the offset is taken as the list position.
+    pub fn new(name: impl Into<String>, ne: [u64; 4], ty: GgmlType) -> TensorSpec {
+        TensorSpec {
+            name: name.into(),
+            ne,
+            ty,
+            split: 0,
+            offset: 0,
+        }
+    }
+}
+
+/// A `--tensor-type PATTERN=TYPE` rule: tensors whose name the regular expression matches
+/// anywhere get `TYPE` instead of the mix's choice (the first matching rule wins).
+#[derive(Clone, Debug)]
+pub struct TensorTypeRule {
+    /// The pattern as given (after lowercasing, as `llama-quantize` does).
+    pub pattern: String,
+    regex: Regex,
+    /// The type it forces.
+    pub ty: GgmlType,
+}
+
+impl TensorTypeRule {
+    /// A rule from a pattern and a type. The pattern is used as given.
+    pub fn new(pattern: &str, ty: GgmlType) -> Result<TensorTypeRule, PlanError> {
+        let regex = Regex::new(pattern).map_err(|e| PlanError::BadPattern {
+            pattern: pattern.to_string(),
+            source: Box::new(e),
+        })?;
+        Ok(TensorTypeRule {
+            pattern: pattern.to_string(),
+            regex,
+            ty,
+        })
+    }
+
+    /// Parses `llama-quantize`'s `--tensor-type` argument: `PATTERN=TYPE`, split at the
+    /// first `=`, the pattern lowercased, the type a ggml type name in any case.
+    pub fn parse(arg: &str) -> Result<TensorTypeRule, PlanError> {
+        let malformed = || PlanError::MalformedTensorType(arg.to_string());
+        let (pattern, ty) = arg.split_once('=').ok_or_else(malformed)?;
+        if pattern.is_empty() || ty.is_empty() {
+            return Err(malformed());
+        }
+        let ty = GgmlType::from_name(ty).map_err(|_| PlanError::UnknownType(ty.to_string()))?;
+        TensorTypeRule::new(&pattern.to_ascii_lowercase(), ty)
+    }
+
+    /// Whether the rule applies to a tensor name.
+    pub fn matches(&self, name: &str) -> bool {
+        self.regex.is_match(name)
+    }
+}
+
+/// The options of a quantization that bear on the plan, named after `llama-quantize`'s
+/// (`llama_model_quantize_params`).
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The target file type.
+    pub ftype: FileType,
+    /// `COPY`: copy every tensor unchanged.
+    pub only_copy: bool,
+    /// `--pure`: no mix, every quantizable tensor gets the default type.
+    pub pure: bool,
+    /// `false` with `--leave-output-tensor`: `output.weight` is kept as it is.
+    pub quantize_output_tensor: bool,
+    /// `--output-tensor-type`.
+    pub output_tensor_type: Option<GgmlType>,
+    /// `--token-embedding-type`.
+    pub token_embedding_type: Option<GgmlType>,
+    /// `--tensor-type` rules, in the order given.
+    pub tensor_types: Vec<TensorTypeRule>,
+    /// An importance matrix is given (`--imatrix`); some mixes depend on it.
+    pub has_imatrix: bool,
+    /// `--allow-requantize`.
+    pub allow_requantize: bool,
+    /// `--keep-split`: one output file per input file, tensors in file order.
+    pub keep_split: bool,
+}
+
+impl Options {
+    /// The defaults of `llama-quantize` for a preset.
+    pub fn new(preset: Preset) -> Options {
+        Options {
+            ftype: preset.ftype,
+            only_copy: preset.copy,
+            pure: false,
+            quantize_output_tensor: true,
+            output_tensor_type: None,
+            token_embedding_type: None,
+            tensor_types: Vec::new(),
+            has_imatrix: false,
+            allow_requantize: false,
+            keep_split: false,
+        }
+    }
+}
+
+/// Why a tensor gets its target type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// llama.cpp never quantizes this tensor (1-D, a norm, a router, `COPY`, ...).
+    Kept(&'static str),
+    /// `--token-embedding-type`.
+    TokenEmbeddingType,
+    /// `--output-tensor-type`.
+    OutputTensorType,
+    /// A `--tensor-type` rule (its pattern).
+    TensorType(String),
+    /// The file type's default type (no mix rule changed it).
+    Default,
+    /// `--pure`: the default type, mix rules off.
+    Pure,
+    /// A rule of the preset mix for this category of tensor changed the type.
+    Mix(Category),
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Kept(why) => write!(f, "kept ({why})"),
+            Reason::TokenEmbeddingType => f.write_str("--token-embedding-type"),
+            Reason::OutputTensorType => f.write_str("--output-tensor-type"),
+            Reason::TensorType(pattern) => write!(f, "--tensor-type {pattern}"),
+            Reason::Default => f.write_str("default"),
+            Reason::Pure => f.write_str("--pure"),
+            Reason::Mix(category) => write!(f, "mix rule ({category:?})"),
+        }
+    }
+}
+
+/// A demotion because the rows are not whole blocks of the type first chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fallback {
+    /// The type chosen before the fallback.
+    pub wanted: GgmlType,
+    /// The row length that did not fit it.
+    pub ncols: u64,
+}
+
+/// The decision for one tensor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorPlan {
+    /// Its position in the tensor list given to [`plan`].
+    pub input_index: usize,
+    /// Its name.
+    pub name: String,
+    /// Its ggml dimensions.
+    pub ne: [u64; 4],
+    /// Its type in the source.
+    pub source: GgmlType,
+    /// Its type in the output; equal to `source` means the bytes are copied.
+    pub target: GgmlType,
+    /// Why.
+    pub reason: Reason,
+    /// The fallback taken, if any.
+    pub fallback: Option<Fallback>,
+    /// Whether llama.cpp lets this tensor be quantized at all.
+    pub quantizable: bool,
+    /// Whether making `target` needs an importance matrix.
+    pub requires_imatrix: bool,
+    /// The output file it goes to (0 unless `--keep-split`).
+    pub split: u16,
+}
+
+impl TensorPlan {
+    /// Whether the data changes type (otherwise it is copied byte for byte).
+    pub fn converts(&self) -> bool {
+        self.source != self.target
+    }
+
+    /// Number of elements.
+    pub fn n_elements(&self) -> u64 {
+        self.ne.iter().product()
+    }
+
+    /// Bytes of the tensor in `ty`, if its rows are whole blocks of it.
+    pub fn bytes_as(&self, ty: GgmlType) -> Option<u64> {
+        let row = ty.row_size(usize::try_from(self.ne[0]).ok()?).ok()? as u64;
+        row.checked_mul(self.ne[1..].iter().product())
+    }
+}
+
+/// The plan of a whole quantization.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Every tensor, in output order (llama.cpp's: by layer, then by name; file order
+    /// under `--keep-split`).
+    pub tensors: Vec<TensorPlan>,
+    /// The value written to `general.file_type` (for `COPY`, the source's, or a guess
+    /// with bit 1024 set when the source has none).
+    pub file_type: u32,
+    /// The value written to `general.quantization_version`.
+    pub quantization_version: u32,
+    /// How many tensors took a fallback.
+    pub n_fallback: usize,
+    has_imatrix: bool,
+    allow_requantize: bool,
+}
+
+impl Plan {
+    /// Checks what llama.cpp checks before and while writing: an importance matrix where
+    /// a target needs one, and `--allow-requantize` where a quantized tensor changes type.
+    /// The first offending tensor in output order is named.
+    pub fn check_runnable(&self) -> Result<(), PlanError> {
+        if !self.has_imatrix
+            && let Some(t) = self
+                .tensors
+                .iter()
+                .find(|t| t.quantizable && t.requires_imatrix)
+        {
+            return Err(PlanError::ImatrixRequired {
+                tensor: t.name.clone(),
+                ty: t.target,
+            });
+        }
+        if !self.allow_requantize
+            && let Some(t) = self
+                .tensors
+                .iter()
+                .find(|t| t.converts() && t.source.is_quantized())
+        {
+            return Err(PlanError::RequantizeDisabled {
+                tensor: t.name.clone(),
+                from: t.source,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The layer in a tensor name as llama.cpp reads it with `sscanf(name, "blk.%d.", ..)`:
+/// after the literal `blk.`, optional whitespace, a sign and digits; the rest is ignored.
+fn layer_of(name: &str) -> Option<i64> {
+    let rest = name.strip_prefix("blk.")?;
+    let rest = rest.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    let (negative, rest) = match rest.as_bytes().first() {
+        Some(b'-') => (true, &rest[1..]),
+        Some(b'+') => (false, &rest[1..]),
+        _ => (false, rest),
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    // glibc converts with strtol (saturating at the i64 range) and stores into an int.
+    let magnitude = rest[..digits].parse::<i64>().unwrap_or(i64::MAX);
+    let value = if negative {
+        magnitude.checked_neg().unwrap_or(i64::MIN)
+    } else {
+        magnitude
+    };
+    Some(i64::from(value as i32))
+}
+
+/// The key llama.cpp's loader sorts tensors by (`weight_name_comparer`).
+fn load_order(a: &TensorSpec, b: &TensorSpec) -> std::cmp::Ordering {
+    let la = layer_of(&a.name).unwrap_or(-1);
+    let lb = layer_of(&b.name).unwrap_or(-1);
+    la.cmp(&lb)
+        .then_with(|| a.name.as_bytes().cmp(b.name.as_bytes()))
+}
+
+/// The file type llama.cpp's loader guesses when a file has no `general.file_type`: that
+/// of the most common tensor type (the first to reach the top count, in load order).
+fn guess_file_type(ordered: &[&TensorSpec]) -> u32 {
+    let mut counts = std::collections::HashMap::new();
+    let (mut best, mut best_count) = (GgmlType::F32, 0u32);
+    for t in ordered {
+        let n = counts.entry(t.ty).or_insert(0u32);
+        *n += 1;
+        if *n > best_count {
+            (best, best_count) = (t.ty, *n);
+        }
+    }
+    use FileType as F;
+    use GgmlType as T;
+    let ftype = match best {
+        T::F16 => F::F16,
+        T::BF16 => F::BF16,
+        T::Q4_0 => F::Q4_0,
+        T::Q4_1 => F::Q4_1,
+        T::Q5_0 => F::Q5_0,
+        T::Q5_1 => F::Q5_1,
+        T::Q8_0 => F::Q8_0,
+        T::Q2_K => F::Q2_K,
+        T::Q3_K => F::Q3_K_M,
+        T::Q4_K => F::Q4_K_M,
+        T::Q5_K => F::Q5_K_M,
+        T::Q6_K => F::Q6_K,
+        T::TQ1_0 => F::TQ1_0,
+        T::TQ2_0 => F::TQ2_0,
+        T::IQ2_XXS => F::IQ2_XXS,
+        T::IQ2_XS => F::IQ2_XS,
+        T::IQ2_S => F::IQ2_S,
+        T::IQ3_XXS => F::IQ3_XXS,
+        T::IQ1_S => F::IQ1_S,
+        T::IQ1_M => F::IQ1_M,
+        T::IQ4_NL => F::IQ4_NL,
+        T::IQ4_XS => F::IQ4_XS,
+        T::IQ3_S => F::IQ3_S,
+        T::NVFP4 => F::NVFP4,
+        T::Q1_0 => F::Q1_0,
+        T::Q2_0 => F::Q2_0,
+        _ => F::F32,
+    };
+    ftype.code() | FILE_TYPE_GUESSED
+}
+
+/// Decides every tensor's target type as `llama_model_quantize` would for this model,
+/// tensor list and options. Errors where llama.cpp would refuse the whole run (an invalid
+/// target file type, a shape no fallback fits, an expert tensor without a layer); what
+/// llama.cpp only discovers while writing is left to [`Plan::check_runnable`].
+pub fn plan(
+    model: &ModelParams,
+    tensors: &[TensorSpec],
+    options: &Options,
+) -> Result<Plan, PlanError> {
+    let default_type = options
+        .ftype
+        .default_type()
+        .ok_or(PlanError::InvalidFileType(options.ftype))?;
+    let mut seen = HashSet::new();
+    if let Some(dup) = tensors.iter().find(|t| !seen.insert(t.name.as_str())) {
+        return Err(PlanError::DuplicateTensor(dup.name.clone()));
+    }
+
+    let mut by_load: Vec<usize> = (0..tensors.len()).collect();
+    by_load.sort_by(|&a, &b| load_order(&tensors[a], &tensors[b]));
+    let mut order = by_load.clone();
+    if options.keep_split {
+        order.sort_by_key(|&i| (tensors[i].split, tensors[i].offset));
+    }
+
+    let file_type = if options.only_copy {
+        model.file_type.unwrap_or_else(|| {
+            let loaded: Vec<&TensorSpec> = by_load.iter().map(|&i| &tensors[i]).collect();
+            guess_file_type(&loaded)
+        })
+    } else {
+        options.ftype.code()
+    };
+
+    let mut counters = rules::Counters {
+        n_attention_wv: tensors
+            .iter()
+            .filter(|t| Category::of(&t.name).is_attn_v())
+            .count() as i64,
+        tied_embeddings: !tensors.iter().any(|t| t.name == "output.weight"),
+        ..rules::Counters::default()
+    };
+    let cx = rules::MixContext {
+        model,
+        ftype: options.ftype,
+        output_tensor_type: options.output_tensor_type,
+        token_embedding_type: options.token_embedding_type,
+        has_imatrix: options.has_imatrix,
+    };
+
+    let mut planned = Vec::with_capacity(tensors.len());
+    let mut n_fallback = 0;
+    for &index in &order {
+        let t = &tensors[index];
+        let mut entry = TensorPlan {
+            input_index: index,
+            name: t.name.clone(),
+            ne: t.ne,
+            source: t.ty,
+            target: t.ty,
+            reason: Reason::Default,
+            fallback: None,
+            quantizable: false,
+            requires_imatrix: false,
+            split: if options.keep_split { t.split } else { 0 },
+        };
+        if let Some(why) = rules::keep_reason(
+            &t.name,
+            &t.ne,
+            &model.arch,
+            options.only_copy,
+            options.quantize_output_tensor,
+        ) {
+            entry.reason = Reason::Kept(why);
+        } else {
+            entry.quantizable = true;
+            let (target, reason, fallback) =
+                tensor_type(&cx, &mut counters, t, options, default_type)?;
+            if fallback.is_some() {
+                n_fallback += 1;
+            }
+            if target != t.ty && !t.ne[0].is_multiple_of(target.block_size() as u64) {
+                return Err(PlanError::RowNotWholeBlocks {
+                    tensor: t.name.clone(),
+                    ty: target,
+                    ncols: t.ne[0],
+                    block: target.block_size(),
+                });
+            }
+            entry.target = target;
+            entry.reason = reason;
+            entry.fallback = fallback;
+            entry.requires_imatrix = rules::requires_imatrix(&t.name, target, options.ftype);
+        }
+        planned.push(entry);
+    }
+
+    Ok(Plan {
+        tensors: planned,
+        file_type,
+        quantization_version: QUANTIZATION_VERSION,
+        n_fallback,
+        has_imatrix: options.has_imatrix,
+        allow_requantize: options.allow_requantize,
+    })
+}
+
+/// The type of one quantizable tensor (`llama_tensor_get_type`): the explicit options
+/// first, then a `--tensor-type` rule or the mix, then the shape fallback.
+fn tensor_type(
+    cx: &rules::MixContext<'_>,
+    counters: &mut rules::Counters,
+    t: &TensorSpec,
+    options: &Options,
+    default_type: GgmlType,
+) -> Result<(GgmlType, Reason, Option<Fallback>), PlanError> {
+    let category = Category::of(&t.name);
+    let rule_for = |name: &str| options.tensor_types.iter().find(|r| r.matches(name));
+    if let Some(ty) = options.token_embedding_type
+        && category == Category::TokenEmbd
+    {
+        // per_layer_token_embd follows --token-embedding-type unless a --tensor-type
+        // rule names it.
+        if t.name != "per_layer_token_embd.weight" || rule_for(&t.name).is_none() {
+            return Ok((ty, Reason::TokenEmbeddingType, None));
+        }
+    }
+    if let Some(ty) = options.output_tensor_type
+        && category == Category::Output
+    {
+        return Ok((ty, Reason::OutputTensorType, None));
+    }
+    if !default_type.is_quantized() {
+        return Ok((default_type, Reason::Default, None));
+    }
+    let (wanted, reason) = if let Some(rule) = rule_for(&t.name) {
+        (rule.ty, Reason::TensorType(rule.pattern.clone()))
+    } else if options.pure {
+        (default_type, Reason::Pure)
+    } else {
+        let ty = rules::mix_type(cx, counters, &t.name, &t.ne, category, default_type)?;
+        let reason = if ty == default_type {
+            Reason::Default
+        } else {
+            Reason::Mix(category)
+        };
+        (ty, reason)
+    };
+    let fallback = rules::fallback(&t.name, t.ne[0], wanted)?;
+    Ok(match fallback {
+        Some(ty) => (
+            ty,
+            reason,
+            Some(Fallback {
+                wanted,
+                ncols: t.ne[0],
+            }),
+        ),
+        None => (wanted, reason, None),
+    })
+}
+
+#[cfg(test)]
+mod tests;

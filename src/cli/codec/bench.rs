@@ -83,7 +83,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         }
         v
     };
-    if a.threads == 0 || a.mib == 0 || !(a.seconds > 0.0) {
+    if a.threads == 0 || a.mib == 0 || a.seconds.is_nan() || a.seconds <= 0.0 {
         bail!("--threads, --mib and --seconds must be positive");
     }
     let pool = rayon::ThreadPoolBuilder::new()

@@ -95,13 +95,20 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let imatrix: Vec<f32> = (0..N_PER_ROW).map(|i| 1.0 + (i % 7) as f32).collect();
     let budget = Duration::from_secs_f64(a.seconds);
     let bytes = (n * 4) as f64;
-    let reference = if cfg!(feature = "ggml") { "ggml-ref" } else { "scalar" };
+    let reference = if cfg!(feature = "ggml") {
+        "ggml-ref"
+    } else {
+        "scalar"
+    };
     println!(
         "{} MiB of f32 in rows of {N_PER_ROW}, {} thread(s); ratio = rate / {reference} rate",
         (n * 4) >> 20,
         a.threads
     );
-    println!("{:<8} {:<10} {:<10} {:>11} {:>8}", "type", "op", "path", "MB/s", "ratio");
+    println!(
+        "{:<8} {:<10} {:<10} {:>11} {:>8}",
+        "type", "op", "path", "MB/s", "ratio"
+    );
     for ty in types {
         let row = ty.row_size(N_PER_ROW)?;
         let mut q = vec![0u8; n / N_PER_ROW * row];
@@ -110,7 +117,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
         paths.extend(isas.iter().map(|&i| Path::Quantforge(i)));
         #[cfg(feature = "ggml")]
         paths.extend([Path::GgmlRef, Path::GgmlCpu]);
-        for (op, w) in [("quantize", None), ("quant+imx", Some(&imatrix[..])), ("dequantize", None)] {
+        for (op, w) in [
+            ("quantize", None),
+            ("quant+imx", Some(&imatrix[..])),
+            ("dequantize", None),
+        ] {
             if (op != "dequantize" && !can_quantize(ty))
                 || (op == "dequantize" && !can_dequantize(ty))
                 || (w.is_some() && !uses_imatrix(ty))
@@ -122,19 +133,24 @@ pub fn run(a: BenchArgs) -> Result<()> {
             }
             let mut rows: Vec<(String, f64)> = Vec::new();
             for &path in &paths {
-                let Some(secs) = pool.install(|| measure(path, ty, op, &x, w, &mut q, &mut y, budget))
+                let Some(secs) =
+                    pool.install(|| measure(path, ty, op, &x, w, &mut q, &mut y, budget))
                 else {
                     continue;
                 };
                 rows.push((path.name(), bytes / secs / 1e6));
             }
-            let base = rows
-                .iter()
-                .find(|(p, _)| p == reference)
-                .map(|r| r.1);
+            let base = rows.iter().find(|(p, _)| p == reference).map(|r| r.1);
             for (p, rate) in &rows {
                 let ratio = base.map_or("-".into(), |b| format!("{:.2}x", rate / b));
-                println!("{:<8} {:<10} {:<10} {:>11.1} {:>8}", ty.name(), op, p, rate, ratio);
+                println!(
+                    "{:<8} {:<10} {:<10} {:>11.1} {:>8}",
+                    ty.name(),
+                    op,
+                    p,
+                    rate,
+                    ratio
+                );
             }
         }
     }
@@ -164,7 +180,9 @@ fn measure(
             }
             if quantize {
                 Box::new(move || {
-                    codec.quantize_par(black_box(x), N_PER_ROW, w, q).expect("valid input");
+                    codec
+                        .quantize_par(black_box(x), N_PER_ROW, w, q)
+                        .expect("valid input");
                 })
             } else {
                 Box::new(move || codec.dequantize_par(black_box(q), y).expect("valid input"))
@@ -208,7 +226,9 @@ mod ggml {
             Some(Box::new(move || {
                 x.par_chunks(rows * N_PER_ROW)
                     .zip(q.par_chunks_mut(rows * row))
-                    .for_each(|(x, q)| ggml_ref::quantize_chunk_into(ty.code(), x, N_PER_ROW, w, q));
+                    .for_each(|(x, q)| {
+                        ggml_ref::quantize_chunk_into(ty.code(), x, N_PER_ROW, w, q)
+                    });
             }))
         } else {
             ggml_ref::dequantize_row(ty.code(), &q[..row])?;

@@ -108,6 +108,11 @@ impl Lanes for Neon {
         unsafe { vceqq_f32(self.0, o.0) }
     }
     #[inline(always)]
+    fn any(m: uint32x4_t) -> bool {
+        // SAFETY: see the impl comment.
+        unsafe { vmaxvq_u32(m) != 0 }
+    }
+    #[inline(always)]
     fn and(a: uint32x4_t, b: uint32x4_t) -> uint32x4_t {
         // SAFETY: see the impl comment.
         unsafe { vandq_u32(a, b) }

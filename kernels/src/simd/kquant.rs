@@ -41,6 +41,10 @@ pub(crate) fn qkx_search<V: Lanes>(
     min = V::select(min.gt(zero), zero, min);
     let flat = max.eq(min);
     let flat_min = min;
+    let mut xmin = x[0];
+    for xi in &x[1..] {
+        xmin = V::select(xi.lt(xmin), *xi, xmin);
+    }
     let range = max.sub(min);
     let nmax_f = V::splat(nmax as f32);
     let iscale = nmax_f.div(range);
@@ -60,24 +64,28 @@ pub(crate) fn qkx_search<V: Lanes>(
         for is in 0..=nstep {
             // `min` moves with each better fit, and the next trial scale uses it, as in C.
             let iscale = V::splat(rmin + rdelta * is as f32 + nmax as f32).div(max.sub(min));
-            let mut sum_l = zero;
-            let mut sum_l2 = zero;
-            let mut sum_xl = zero;
-            for i in 0..32 {
-                let v = iscale.mul(x[i].sub(min));
-                let q = match level {
-                    Level::Qkx2 => V::int_to_f32(V::clamp_int(v.nearest_int(), 0, nmax)),
-                    Level::Qkx3 => {
-                        let capped = V::select(v.lt(nmax_f), v, nmax_f);
-                        V::select(v.gt(zero), V::int_to_f32(capped.nearest_int()), zero)
-                    }
-                };
-                laux[i] = q;
-                let wq = w[i].mul(q);
-                sum_l = sum_l.add(wq);
-                sum_l2 = sum_l2.add(wq.mul(q));
-                sum_xl = sum_xl.add(wq.mul(x[i]));
-            }
+            // v = iscale*(x - min) is monotonic in x, so every lane's v lies between its
+            // values at x = xmin and x = max. When each lane that matters (not flat) keeps
+            // both below 2^22 in magnitude (no NaN, no infinity), rounding in float is exact
+            // and cheaper; otherwise ggml's integer trick reproduces it for any v.
+            let limit = V::splat(4_194_304.0);
+            let lo = iscale.mul(xmin.sub(min)).abs();
+            let hi = iscale.mul(max.sub(min)).abs();
+            let safe = V::and(lo.lt(limit), hi.lt(limit));
+            let one = V::splat(1.0);
+            let unsafe_lanes = V::select(
+                V::select(safe, one, zero)
+                    .add(V::select(flat, one, zero))
+                    .eq(zero),
+                one,
+                zero,
+            )
+            .gt(zero);
+            let (sum_l, sum_l2, sum_xl) = if V::any(unsafe_lanes) {
+                search_sums::<V, false>(x, w, iscale, min, nmax, level, &mut laux)
+            } else {
+                search_sums::<V, true>(x, w, iscale, min, nmax, level, &mut laux)
+            };
             let det = sum_w.mul(sum_l2).sub(sum_l.mul(sum_l));
             let solvable = det.gt(zero);
             let mut this_scale = sum_w.mul(sum_xl).sub(sum_x.mul(sum_l)).div(det);
@@ -100,6 +108,48 @@ pub(crate) fn qkx_search<V: Lanes>(
     let min = V::select(flat, flat_min, min);
     // `-min` is a sign flip (0 becomes -0, as in C).
     (scale, min.mul(V::splat(-1.0)))
+}
+
+/// One trial of the search: the codes of `v = iscale*(x - min)` into `laux` and the
+/// weighted sums `(sum w*l, sum w*l*l, sum w*l*x)`. `FLOAT_ROUND` rounds `v` in float
+/// (exact only for |v| < 2^22, which the caller checks); otherwise ggml's integer trick.
+#[inline(always)]
+fn search_sums<V: Lanes, const FLOAT_ROUND: bool>(
+    x: &[V; 32],
+    w: &[V; 32],
+    iscale: V,
+    min: V,
+    nmax: i32,
+    level: Level,
+    laux: &mut [V; 32],
+) -> (V, V, V) {
+    let zero = V::splat(0.0);
+    let nmax_f = V::splat(nmax as f32);
+    let magic = V::splat(12_582_912.0);
+    let mut sum_l = zero;
+    let mut sum_l2 = zero;
+    let mut sum_xl = zero;
+    for i in 0..32 {
+        let v = iscale.mul(x[i].sub(min));
+        let q = match (level, FLOAT_ROUND) {
+            (Level::Qkx2, true) => v.add(magic).sub(magic).max(zero).min(nmax_f),
+            (Level::Qkx2, false) => V::int_to_f32(V::clamp_int(v.nearest_int(), 0, nmax)),
+            (Level::Qkx3, true) => {
+                let capped = V::select(v.lt(nmax_f), v, nmax_f);
+                V::select(v.gt(zero), capped.add(magic).sub(magic), zero)
+            }
+            (Level::Qkx3, false) => {
+                let capped = V::select(v.lt(nmax_f), v, nmax_f);
+                V::select(v.gt(zero), V::int_to_f32(capped.nearest_int()), zero)
+            }
+        };
+        laux[i] = q;
+        let wq = w[i].mul(q);
+        sum_l = sum_l.add(wq);
+        sum_l2 = sum_l2.add(wq.mul(q));
+        sum_xl = sum_xl.add(wq.mul(x[i]));
+    }
+    (sum_l, sum_l2, sum_xl)
 }
 
 /// The scale `make_qx_quants(16, nmax, x, L, 1, qw)` returns, for 16 values per lane;

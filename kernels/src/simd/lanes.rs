@@ -46,6 +46,8 @@ pub(crate) trait Lanes: Copy {
     fn ge(self, o: Self) -> Self::Mask;
     fn eq(self, o: Self) -> Self::Mask;
     fn and(a: Self::Mask, b: Self::Mask) -> Self::Mask;
+    /// Whether any lane of `m` is set.
+    fn any(m: Self::Mask) -> bool;
     /// `m ? a : b` per lane.
     fn select(m: Self::Mask, a: Self, b: Self) -> Self;
     /// ggml's `nearest_int` per lane (the 1.5*2^23 magic add and bit mask).
@@ -147,6 +149,10 @@ impl<V: Lanes> Lanes for Pair<V> {
     #[inline(always)]
     fn and(a: Self::Mask, b: Self::Mask) -> Self::Mask {
         (V::and(a.0, b.0), V::and(a.1, b.1))
+    }
+    #[inline(always)]
+    fn any(m: Self::Mask) -> bool {
+        V::any(m.0) || V::any(m.1)
     }
     #[inline(always)]
     fn select(m: Self::Mask, a: Self, b: Self) -> Self {

@@ -122,6 +122,11 @@ impl Lanes for Avx2 {
         unsafe { _mm256_cmp_ps::<_CMP_EQ_OQ>(self.0, o.0) }
     }
     #[inline(always)]
+    fn any(m: __m256) -> bool {
+        // SAFETY: see the impl comment.
+        unsafe { _mm256_movemask_ps(m) != 0 }
+    }
+    #[inline(always)]
     fn and(a: __m256, b: __m256) -> __m256 {
         // SAFETY: see the impl comment.
         unsafe { _mm256_and_ps(a, b) }

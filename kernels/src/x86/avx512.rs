@@ -112,6 +112,10 @@ impl Lanes for Avx512 {
         unsafe { _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(self.0, o.0) }
     }
     #[inline(always)]
+    fn any(m: __mmask16) -> bool {
+        m != 0
+    }
+    #[inline(always)]
     fn and(a: __mmask16, b: __mmask16) -> __mmask16 {
         a & b
     }

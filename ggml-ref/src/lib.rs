@@ -5,6 +5,7 @@
 //! Types are passed as raw ggml type codes (`enum ggml_type`).
 
 pub mod golden;
+pub mod llama;
 
 // Force the native ggml libraries into the link.
 extern crate llama_cpp_sys_2;

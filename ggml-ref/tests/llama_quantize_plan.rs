@@ -1,0 +1,248 @@
+//! quantforge's quantization plan against llama.cpp's quantizer itself: for each preset,
+//! `llama_model_quantize` writes a file and every tensor's type in it (and the order of
+//! the tensors, and `general.file_type` / `general.quantization_version`) must be what
+//! `quantforge::pipeline::plan` decided.
+//!
+//! Inputs: the generated llama model of `golden/tiny_llama.rs` (rows multiples of 256),
+//! a llama model with shapes drawn from a seed nobody chose (`QF_PLAN_SEED` to replay;
+//! printed otherwise), and the real Gemma-3-270M turned into F16 by llama.cpp
+//! (`QF_SKIP_REAL_MODELS=1` skips it). `QF_PLAN_PRESETS=Q4_K_M,Q8_0` limits the presets.
+
+#[path = "../../golden/tiny_llama.rs"]
+mod tiny_llama;
+
+use ggml_ref::llama::{Quantize, quantize};
+use quantforge::pipeline::plan::{ModelParams, Options, Preset, TensorSpec, plan};
+use quantforge_formats::gguf::GgufFile;
+use std::path::{Path, PathBuf};
+use tiny_llama::TinyLlama;
+
+/// The presets issue 6 names.
+const PRESETS: [&str; 20] = [
+    "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K",
+    "Q3_K_S", "Q3_K_M", "Q3_K_L", "TQ1_0", "TQ2_0", "F16", "BF16", "F32", "COPY",
+];
+
+/// More presets that need no importance matrix, checked on the small models only.
+const MORE_PRESETS: [&str; 6] = ["IQ4_NL", "IQ4_XS", "IQ3_S", "IQ3_M", "MXFP4_MOE", "Q2_0"];
+
+fn presets(all: &[&'static str]) -> Vec<&'static str> {
+    match std::env::var("QF_PLAN_PRESETS") {
+        Ok(list) => all
+            .iter()
+            .copied()
+            .filter(|p| list.split(',').any(|q| q.eq_ignore_ascii_case(p)))
+            .collect(),
+        Err(_) => all.to_vec(),
+    }
+}
+
+fn threads() -> i32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as i32)
+}
+
+/// The tensor list of a GGUF as the plan takes it.
+fn specs(file: &GgufFile) -> Vec<TensorSpec> {
+    file.tensors()
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TensorSpec {
+            name: t.name().to_string(),
+            ne: t.ne4(),
+            ty: t.ty(),
+            split: 0,
+            offset: i as u64,
+        })
+        .collect()
+}
+
+/// Quantizes `input` with llama.cpp for one preset and lists every difference between
+/// its output and the plan.
+fn compare(input: &Path, preset_name: &str, dir: &Path) -> Vec<String> {
+    let preset = Preset::parse(preset_name).expect("a preset");
+    let src = GgufFile::open(input).expect("input GGUF");
+    let model = ModelParams::from_gguf(src.metadata()).expect("hyperparameters");
+    let tensors = specs(&src);
+    let plan = plan(&model, &tensors, &Options::new(preset)).expect("a plan");
+
+    let out = dir.join(format!("{preset_name}.gguf"));
+    let mut q = Quantize::new(preset.ftype.code());
+    q.only_copy = preset.copy;
+    q.nthread = threads();
+    if let Err(e) = quantize(input, &out, &q) {
+        return vec![format!("{preset_name}: {e}")];
+    }
+    let got = GgufFile::open(&out).expect("llama.cpp's output");
+    let mut diffs = Vec::new();
+    let meta = got.metadata();
+    let ftype = meta.get_uint("general.file_type").ok();
+    if ftype != Some(u64::from(plan.file_type)) {
+        diffs.push(format!(
+            "{preset_name}: general.file_type {ftype:?}, plan {}",
+            plan.file_type
+        ));
+    }
+    let qv = meta.get_uint("general.quantization_version").ok();
+    if qv != Some(u64::from(plan.quantization_version)) {
+        diffs.push(format!(
+            "{preset_name}: general.quantization_version {qv:?}"
+        ));
+    }
+    if got.tensors().len() != plan.tensors.len() {
+        diffs.push(format!(
+            "{preset_name}: {} tensors, plan {}",
+            got.tensors().len(),
+            plan.tensors.len()
+        ));
+    }
+    for (i, (t, p)) in got.tensors().iter().zip(&plan.tensors).enumerate() {
+        if t.name() != p.name {
+            diffs.push(format!(
+                "{preset_name}: tensor #{i} is {}, plan has {}",
+                t.name(),
+                p.name
+            ));
+        } else if t.ty() != p.target {
+            diffs.push(format!(
+                "{preset_name}: {} [{:?}] is {}, plan {} ({}{})",
+                p.name,
+                p.ne,
+                t.ty(),
+                p.target,
+                p.reason,
+                p.fallback
+                    .map(|f| format!(", fallback from {}", f.wanted))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    drop(got);
+    let _ = std::fs::remove_file(&out);
+    diffs
+}
+
+/// Runs every preset on `input`, reports each one's verdict, fails listing all differences.
+fn check_all(what: &str, input: &Path, presets: &[&str]) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut all = Vec::new();
+    let mut matched = 0;
+    for p in presets {
+        let diffs = compare(input, p, dir.path());
+        if diffs.is_empty() {
+            matched += 1;
+        }
+        all.extend(diffs);
+    }
+    eprintln!(
+        "{what}: {matched} of {} presets give the types llama.cpp chose",
+        presets.len()
+    );
+    assert!(all.is_empty(), "{what}:\n{}", all.join("\n"));
+}
+
+fn write_model(dir: &Path, model: &TinyLlama) -> PathBuf {
+    let path = dir.join("model-f16.gguf");
+    model.write(&path).expect("write the generated model");
+    path
+}
+
+#[test]
+fn tiny_llama_every_preset() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_model(dir.path(), &TinyLlama::COMMITTED);
+    let mut all = presets(&PRESETS);
+    all.extend(presets(&MORE_PRESETS));
+    check_all("tiny llama", &input, &all);
+}
+
+/// Shapes nobody chose: row lengths that are multiples of 16 only (so some fall back to
+/// 32-blocks and some to f16), 1 to 12 layers, grouped-query attention or not, tied
+/// embeddings or not.
+#[test]
+fn llama_with_drawn_shapes_every_preset() {
+    let seed = std::env::var("QF_PLAN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    let mut state = seed | 1;
+    let mut draw = |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let n_head_kv = 1 << draw(2);
+    let n_head = n_head_kv << draw(3);
+    let head = 16 * (1 + draw(4));
+    let model = TinyLlama {
+        n_embd: head * u64::from(n_head as u32),
+        n_ff: 16 * (1 + draw(48)),
+        n_layer: 1 + draw(12) as u32,
+        n_head: n_head as u32,
+        n_head_kv: n_head_kv as u32,
+        n_vocab: 1 + draw(300),
+        tied: draw(2) == 0,
+        seed,
+    };
+    eprintln!("QF_PLAN_SEED={seed}: {model:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_model(dir.path(), &model);
+    let mut all = presets(&PRESETS);
+    all.extend(presets(&MORE_PRESETS));
+    check_all(&format!("drawn llama (QF_PLAN_SEED={seed})"), &input, &all);
+}
+
+/// The real Gemma-3-270M Q4_K_M from the model cache, fetched by `scripts/fetch-models`
+/// if missing; `None` when `QF_SKIP_REAL_MODELS=1`.
+fn gemma_q4_k_m() -> Option<PathBuf> {
+    if std::env::var("QF_SKIP_REAL_MODELS").as_deref() == Ok("1") {
+        eprintln!("SKIPPED: real Gemma not used because QF_SKIP_REAL_MODELS=1");
+        return None;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cache = std::env::var_os("QF_MODEL_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(".cache/models"));
+    let path = cache.join("gemma3-270m-q4_k_m.gguf");
+    if !path.exists() {
+        let status = std::process::Command::new(root.join("scripts/fetch-models"))
+            .env("QF_MODEL_CACHE", &cache)
+            .status()
+            .expect("cannot run scripts/fetch-models");
+        assert!(status.success(), "scripts/fetch-models failed: {status}");
+    }
+    Some(path)
+}
+
+#[test]
+fn real_gemma_f16_every_preset() {
+    let Some(q4) = gemma_q4_k_m() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let f16 = dir.path().join("gemma3-270m-f16.gguf");
+    let mut q = Quantize::new(1); // F16
+    q.allow_requantize = true;
+    q.nthread = threads();
+    quantize(&q4, &f16, &q).expect("llama.cpp turns the Q4_K_M into F16");
+    // The F16 model itself is what the plan says F16 makes of the Q4_K_M.
+    let diffs = {
+        let src = GgufFile::open(&q4).unwrap();
+        let model = ModelParams::from_gguf(src.metadata()).unwrap();
+        let mut o = Options::new(Preset::parse("F16").unwrap());
+        o.allow_requantize = true;
+        let p = plan(&model, &specs(&src), &o).unwrap();
+        p.check_runnable().unwrap();
+        let got = GgufFile::open(&f16).unwrap();
+        got.tensors()
+            .iter()
+            .zip(&p.tensors)
+            .filter(|(t, p)| t.name() != p.name || t.ty() != p.target)
+            .map(|(t, p)| format!("{} {} vs plan {} {}", t.name(), t.ty(), p.name, p.target))
+            .collect::<Vec<_>>()
+    };
+    assert!(diffs.is_empty(), "Q4_K_M -> F16:\n{}", diffs.join("\n"));
+    check_all("real Gemma-3-270M F16", &f16, &presets(&PRESETS));
+}

@@ -191,3 +191,43 @@ fn weighted_blocks<B: Block>(
         f(xb, &weight, block);
     }
 }
+
+/// Helpers shared by the unit tests of the format modules.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{DequantizeRow, QuantizeRow};
+    use crate::blocks::Block;
+
+    /// `n` deterministic values in [-1, 1] (xorshift).
+    pub fn wave(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s % 20001) as f32 / 10000.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// `x` quantized (with importance weights `w`, if any) and dequantized again.
+    pub fn round_trip<B: Block>(
+        q: QuantizeRow<B>,
+        dq: DequantizeRow<B>,
+        x: &[f32],
+        w: Option<&[f32]>,
+    ) -> Vec<f32> {
+        let mut blocks = vec![B::zeroed(); x.len() / B::SIZE];
+        q(x, w, &mut blocks);
+        let mut y = vec![0.0; x.len()];
+        dq(&blocks, &mut y);
+        y
+    }
+
+    /// Root mean square of `x - y`.
+    pub fn rmse(x: &[f32], y: &[f32]) -> f32 {
+        let sum: f32 = x.iter().zip(y).map(|(a, b)| (a - b) * (a - b)).sum();
+        (sum / x.len() as f32).sqrt()
+    }
+}

@@ -156,40 +156,22 @@ pub fn dequantize_row(x: &[BlockQ3K], y: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scalar::testing;
     use bytemuck::Zeroable;
 
-    fn wave(n: usize, seed: u32) -> Vec<f32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 17;
-                s ^= s << 5;
-                (s % 20001) as f32 / 10000.0 - 1.0
-            })
-            .collect()
-    }
-
     fn round_trip(x: &[f32], w: Option<&[f32]>) -> Vec<f32> {
-        let mut blocks = vec![BlockQ3K::zeroed(); x.len() / QK_K];
-        quantize_row(x, w, &mut blocks);
-        let mut y = vec![0.0; x.len()];
-        dequantize_row(&blocks, &mut y);
-        y
+        testing::round_trip(quantize_row, dequantize_row, x, w)
     }
 
     #[test]
     fn round_trip_error_is_bounded() {
-        let x = wave(4 * QK_K, 11);
-        let w: Vec<f32> = wave(x.len(), 5).iter().map(|v| v.abs() + 0.1).collect();
+        let x = testing::wave(4 * QK_K, 11);
+        let w: Vec<f32> = testing::wave(x.len(), 5)
+            .iter()
+            .map(|v| v.abs() + 0.1)
+            .collect();
         for y in [round_trip(&x, None), round_trip(&x, Some(&w))] {
-            let rmse = (x
-                .iter()
-                .zip(&y)
-                .map(|(a, b)| (a - b) * (a - b))
-                .sum::<f32>()
-                / x.len() as f32)
-                .sqrt();
+            let rmse = testing::rmse(&x, &y);
             // 3 bits over a range of 2: a step of ~0.29.
             assert!(rmse < 0.12, "rmse {rmse}");
         }

@@ -29,6 +29,8 @@ pub struct TinyLlama {
     pub n_vocab: u64,
     /// Whether `output.weight` is left out (the embedding doubles as it).
     pub tied: bool,
+    /// Experts per layer (0: a dense feed-forward); two of them are used per token.
+    pub n_expert: u32,
     /// Seed of the weights.
     pub seed: u64,
 }
@@ -44,6 +46,7 @@ impl TinyLlama {
         n_head_kv: 1,
         n_vocab: 1024,
         tied: false,
+        n_expert: 0,
         seed: 0x5EED_1A3A,
     };
 
@@ -53,6 +56,8 @@ impl TinyLlama {
         let head = e / u64::from(self.n_head);
         let kv = head * u64::from(self.n_head_kv);
         let w = |name: String, ne0: u64, ne1: u64| (name, [ne0, ne1, 1, 1], GgmlType::F16);
+        let x = u64::from(self.n_expert);
+        let experts = |name: String, ne0: u64, ne1: u64| (name, [ne0, ne1, x, 1], GgmlType::F16);
         let norm = |name: String| (name, [e, 1, 1, 1], GgmlType::F32);
         let mut t = vec![w("token_embd.weight".into(), e, v)];
         for i in 0..self.n_layer {
@@ -64,10 +69,21 @@ impl TinyLlama {
                 w(l("attn_v.weight"), e, kv),
                 w(l("attn_output.weight"), e, e),
                 norm(l("ffn_norm.weight")),
-                w(l("ffn_gate.weight"), e, f),
-                w(l("ffn_up.weight"), e, f),
-                w(l("ffn_down.weight"), f, e),
             ]);
+            if self.n_expert == 0 {
+                t.extend([
+                    w(l("ffn_gate.weight"), e, f),
+                    w(l("ffn_up.weight"), e, f),
+                    w(l("ffn_down.weight"), f, e),
+                ]);
+            } else {
+                t.extend([
+                    (l("ffn_gate_inp.weight"), [e, x, 1, 1], GgmlType::F32),
+                    experts(l("ffn_gate_exps.weight"), e, f),
+                    experts(l("ffn_up_exps.weight"), e, f),
+                    experts(l("ffn_down_exps.weight"), f, e),
+                ]);
+            }
         }
         t.push(norm("output_norm.weight".into()));
         if !self.tied {
@@ -93,10 +109,14 @@ impl TinyLlama {
         m.set("llama.rope.freq_base", Value::F32(10000.0))?;
         m.set("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5))?;
         m.set("llama.vocab_size", Value::U32(self.n_vocab as u32))?;
+        if self.n_expert > 0 {
+            m.set("llama.expert_count", Value::U32(self.n_expert))?;
+            m.set("llama.expert_used_count", Value::U32(2.min(self.n_expert)))?;
+        }
         let mut rng = XorShift(self.seed | 1);
         for (name, ne, ty) in self.tensors() {
             let n = ne.iter().product::<u64>() as usize;
-            let values: Vec<f32> = if ty == GgmlType::F32 {
+            let values: Vec<f32> = if ty == GgmlType::F32 && ne[1] == 1 {
                 (0..n).map(|_| 1.0 + 0.1 * rng.symmetric()).collect()
             } else {
                 (0..n)
@@ -112,7 +132,8 @@ impl TinyLlama {
                     out
                 }
             };
-            b.add_tensor(name, ty, &ne[..2], data)?;
+            let dims = if ne[2] > 1 { 3 } else { 2 };
+            b.add_tensor(name, ty, &ne[..dims], data)?;
         }
         Ok(b)
     }

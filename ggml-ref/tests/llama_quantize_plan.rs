@@ -12,7 +12,8 @@
 mod tiny_llama;
 
 use ggml_ref::llama::{Quantize, quantize};
-use quantforge::pipeline::plan::{ModelParams, Options, Preset, TensorSpec, plan};
+use quantforge::GgmlType;
+use quantforge::pipeline::plan::{ModelParams, Options, Preset, TensorSpec, TensorTypeRule, plan};
 use quantforge_formats::gguf::GgufFile;
 use std::path::{Path, PathBuf};
 use tiny_llama::TinyLlama;
@@ -56,21 +57,41 @@ fn specs(file: &GgufFile) -> Vec<TensorSpec> {
         .collect()
 }
 
+/// The same run for llama.cpp.
+fn llama_params(o: &Options) -> Quantize {
+    let mut q = Quantize::new(o.ftype.code());
+    q.only_copy = o.only_copy;
+    q.pure = o.pure;
+    q.quantize_output_tensor = o.quantize_output_tensor;
+    q.allow_requantize = o.allow_requantize;
+    q.output_tensor_type = o.output_tensor_type.map(|t| t.code());
+    q.token_embedding_type = o.token_embedding_type.map(|t| t.code());
+    q.tensor_types = o
+        .tensor_types
+        .iter()
+        .map(|r| (r.pattern.clone(), r.ty.code()))
+        .collect();
+    q.nthread = threads();
+    q
+}
+
 /// Quantizes `input` with llama.cpp for one preset and lists every difference between
 /// its output and the plan.
 fn compare(input: &Path, preset_name: &str, dir: &Path) -> Vec<String> {
     let preset = Preset::parse(preset_name).expect("a preset");
+    compare_with(input, preset_name, &Options::new(preset), dir)
+}
+
+/// Like [`compare`] with any options; `label` names the case in messages.
+fn compare_with(input: &Path, label: &str, options: &Options, dir: &Path) -> Vec<String> {
     let src = GgufFile::open(input).expect("input GGUF");
     let model = ModelParams::from_gguf(src.metadata()).expect("hyperparameters");
     let tensors = specs(&src);
-    let plan = plan(&model, &tensors, &Options::new(preset)).expect("a plan");
+    let plan = plan(&model, &tensors, options).expect("a plan");
 
-    let out = dir.join(format!("{preset_name}.gguf"));
-    let mut q = Quantize::new(preset.ftype.code());
-    q.only_copy = preset.copy;
-    q.nthread = threads();
-    if let Err(e) = quantize(input, &out, &q) {
-        return vec![format!("{preset_name}: {e}")];
+    let out = dir.join("out.gguf");
+    if let Err(e) = quantize(input, &out, &llama_params(options)) {
+        return vec![format!("{label}: {e}")];
     }
     let got = GgufFile::open(&out).expect("llama.cpp's output");
     let mut diffs = Vec::new();
@@ -78,19 +99,17 @@ fn compare(input: &Path, preset_name: &str, dir: &Path) -> Vec<String> {
     let ftype = meta.get_uint("general.file_type").ok();
     if ftype != Some(u64::from(plan.file_type)) {
         diffs.push(format!(
-            "{preset_name}: general.file_type {ftype:?}, plan {}",
+            "{label}: general.file_type {ftype:?}, plan {}",
             plan.file_type
         ));
     }
     let qv = meta.get_uint("general.quantization_version").ok();
     if qv != Some(u64::from(plan.quantization_version)) {
-        diffs.push(format!(
-            "{preset_name}: general.quantization_version {qv:?}"
-        ));
+        diffs.push(format!("{label}: general.quantization_version {qv:?}"));
     }
     if got.tensors().len() != plan.tensors.len() {
         diffs.push(format!(
-            "{preset_name}: {} tensors, plan {}",
+            "{label}: {} tensors, plan {}",
             got.tensors().len(),
             plan.tensors.len()
         ));
@@ -98,13 +117,13 @@ fn compare(input: &Path, preset_name: &str, dir: &Path) -> Vec<String> {
     for (i, (t, p)) in got.tensors().iter().zip(&plan.tensors).enumerate() {
         if t.name() != p.name {
             diffs.push(format!(
-                "{preset_name}: tensor #{i} is {}, plan has {}",
+                "{label}: tensor #{i} is {}, plan has {}",
                 t.name(),
                 p.name
             ));
         } else if t.ty() != p.target {
             diffs.push(format!(
-                "{preset_name}: {} [{:?}] is {}, plan {} ({}{})",
+                "{label}: {} [{:?}] is {}, plan {} ({}{})",
                 p.name,
                 p.ne,
                 t.ty(),
@@ -146,6 +165,69 @@ fn write_model(dir: &Path, model: &TinyLlama) -> PathBuf {
     path
 }
 
+/// llama-quantize's options, each against llama.cpp on the generated llama.
+#[test]
+fn tiny_llama_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_model(dir.path(), &TinyLlama::COMMITTED);
+    let rule = |arg: &str| TensorTypeRule::parse(arg).unwrap();
+    let mut cases: Vec<(String, Options)> = Vec::new();
+    for preset in ["Q4_K_M", "Q2_K", "Q3_K_M", "TQ1_0", "F16"] {
+        let base = Options::new(Preset::parse(preset).unwrap());
+        let mut o = base.clone();
+        o.pure = true;
+        cases.push((format!("{preset} --pure"), o));
+        let mut o = base.clone();
+        o.quantize_output_tensor = false;
+        cases.push((format!("{preset} --leave-output-tensor"), o));
+        let mut o = base.clone();
+        o.output_tensor_type = Some(GgmlType::Q8_0);
+        o.token_embedding_type = Some(GgmlType::Q3_K);
+        cases.push((
+            format!("{preset} --output-tensor-type q8_0 --token-embedding-type q3_K"),
+            o,
+        ));
+        let mut o = base.clone();
+        o.tensor_types = vec![
+            rule("ATTN_V=q8_0"),
+            rule(r"blk\.[0-1]\.ffn_down=f16"),
+            rule("ffn=q5_K"),
+            rule("output=iq4_nl"),
+        ];
+        cases.push((format!("{preset} --tensor-type ..."), o));
+        let mut o = base;
+        o.pure = true;
+        o.tensor_types = vec![rule("attn_q=q6_K")];
+        cases.push((format!("{preset} --pure --tensor-type attn_q=q6_K"), o));
+    }
+    let mut all = Vec::new();
+    for (label, options) in &cases {
+        all.extend(compare_with(&input, label, options, dir.path()));
+    }
+    eprintln!(
+        "tiny llama options: {} cases, {} differences",
+        cases.len(),
+        all.len()
+    );
+    assert!(all.is_empty(), "{}", all.join("\n"));
+}
+
+/// A mixture-of-experts llama with 8 experts, the count llama.cpp's mixes single out.
+#[test]
+fn moe_llama_every_preset() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = TinyLlama {
+        n_layer: 3,
+        n_ff: 256,
+        n_expert: 8,
+        ..TinyLlama::COMMITTED
+    };
+    let input = write_model(dir.path(), &model);
+    let mut all = presets(&PRESETS);
+    all.extend(presets(&MORE_PRESETS));
+    check_all("MoE llama (8 experts)", &input, &all);
+}
+
 #[test]
 fn tiny_llama_every_preset() {
     let dir = tempfile::tempdir().unwrap();
@@ -157,7 +239,7 @@ fn tiny_llama_every_preset() {
 
 /// Shapes nobody chose: row lengths that are multiples of 16 only (so some fall back to
 /// 32-blocks and some to f16), 1 to 12 layers, grouped-query attention or not, tied
-/// embeddings or not.
+/// embeddings or not, dense or 2, 4 or 8 experts.
 #[test]
 fn llama_with_drawn_shapes_every_preset() {
     let seed = std::env::var("QF_PLAN_SEED")
@@ -186,6 +268,7 @@ fn llama_with_drawn_shapes_every_preset() {
         n_head_kv: n_head_kv as u32,
         n_vocab: 1 + draw(300),
         tied: draw(2) == 0,
+        n_expert: [0, 0, 2, 4, 8][draw(5) as usize],
         seed,
     };
     eprintln!("QF_PLAN_SEED={seed}: {model:?}");

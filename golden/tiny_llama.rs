@@ -2,8 +2,8 @@
 //! model the README's first command quantizes, and the llama-shaped input of the tests
 //! that compare quantforge's plan and output with llama.cpp's.
 //!
-//! Shared as a source file: `golden/gen_tiny_llama.rs` (the generator example) and the
-//! tests include it with `#[path]`. It needs only `quantforge_formats` and
+//! Shared as a source file: `golden/gen_tiny_llama.rs` (the generator,
+//! `cargo run --example gen-tiny-llama`) and the tests include it with `#[path]`. It needs only `quantforge_formats` and
 //! `quantforge_kernels`.
 
 #![allow(dead_code)] // each includer uses its own subset
@@ -109,6 +109,8 @@ impl TinyLlama {
         m.set("llama.rope.freq_base", Value::F32(10000.0))?;
         m.set("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5))?;
         m.set("llama.vocab_size", Value::U32(self.n_vocab as u32))?;
+        // No tokenizer: llama.cpp loads the model with `vocab_size` dummy tokens.
+        m.set("tokenizer.ggml.model", Value::from("no_vocab"))?;
         if self.n_expert > 0 {
             m.set("llama.expert_count", Value::U32(self.n_expert))?;
             m.set("llama.expert_used_count", Value::U32(2.min(self.n_expert)))?;

@@ -10,6 +10,7 @@ mod codec;
 mod convert;
 mod file_kind;
 mod inspect;
+mod quantize;
 mod safetensors;
 mod set_meta;
 mod types;
@@ -35,6 +36,8 @@ enum Command {
     Convert(convert::ConvertArgs),
     /// Write a copy of a GGUF with metadata values set or deleted.
     SetMeta(set_meta::SetMetaArgs),
+    /// Quantize a GGUF model to a llama.cpp file type (Q4_K_M, Q8_0, ...) as llama-quantize does.
+    Quantize(quantize::QuantizeArgs),
 }
 
 /// Runs the command line of this process and returns its exit code.
@@ -46,6 +49,7 @@ pub fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         Command::Convert(args) => convert::run(args),
         Command::SetMeta(args) => set_meta::run(args),
+        Command::Quantize(args) => quantize::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,244 @@
+//! `quantforge::pipeline::run` against llama.cpp's quantizer, byte for byte: for each
+//! preset both quantize the same GGUF and the two files must be identical (header,
+//! metadata and its order, tensor types, tensor bytes, padding).
+//!
+//! Inputs as in `llama_quantize_plan.rs`: the generated llama (rows multiples of 256), a
+//! llama with drawn shapes (`QF_PLAN_SEED` replays), and the real Gemma-3-270M turned
+//! into F16 (by llama.cpp and by quantforge, which must agree too; `QF_SKIP_REAL_MODELS=1`
+//! skips it). `QF_PLAN_PRESETS=Q4_K_M,Q8_0` limits the presets.
+
+#[path = "../../golden/tiny_llama.rs"]
+mod tiny_llama;
+
+use ggml_ref::llama::{Quantize, quantize};
+use quantforge::pipeline::plan::{ModelParams, Options, Preset, plan};
+use quantforge::pipeline::run::{RunOptions, run, tensor_specs};
+use quantforge_formats::gguf::{GgufFile, GgufModel};
+use std::path::{Path, PathBuf};
+use tiny_llama::TinyLlama;
+
+/// The presets issue 6 names.
+const PRESETS: [&str; 20] = [
+    "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K",
+    "Q3_K_S", "Q3_K_M", "Q3_K_L", "TQ1_0", "TQ2_0", "F16", "BF16", "F32", "COPY",
+];
+
+/// More presets whose every type quantforge can write, for the small models.
+const MORE_PRESETS: [&str; 4] = ["IQ4_NL", "IQ4_XS", "MXFP4_MOE", "Q2_0"];
+
+fn presets(all: &[&'static str]) -> Vec<&'static str> {
+    match std::env::var("QF_PLAN_PRESETS") {
+        Ok(list) => all
+            .iter()
+            .copied()
+            .filter(|p| list.split(',').any(|q| q.eq_ignore_ascii_case(p)))
+            .collect(),
+        Err(_) => all.to_vec(),
+    }
+}
+
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn llama_quantize(input: &Path, out: &Path, options: &Options) -> Result<(), String> {
+    let mut q = Quantize::new(options.ftype.code());
+    q.only_copy = options.only_copy;
+    q.allow_requantize = options.allow_requantize;
+    q.nthread = threads() as i32;
+    quantize(input, out, &q)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn quantforge_quantize(input: &Path, out: &Path, options: &Options) -> Result<(), String> {
+    let model = GgufModel::open(input).map_err(|e| e.to_string())?;
+    let params = ModelParams::from_gguf(model.metadata()).map_err(|e| e.to_string())?;
+    let plan = plan(&params, &tensor_specs(&model), options).map_err(|e| e.to_string())?;
+    plan.check_runnable().map_err(|e| e.to_string())?;
+    let run_options = RunOptions {
+        threads: threads(),
+        kv_overrides: Vec::new(),
+    };
+    run(&model, &plan, out, &run_options, |_| {})
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// Where two files first differ, named by the part of the file (header or tensor).
+fn first_difference(ours: &Path, theirs: &Path) -> Option<String> {
+    let (a, b) = match (GgufFile::open(ours), GgufFile::open(theirs)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (a, b) => {
+            return Some(format!(
+                "cannot open: ours {:?}, llama.cpp's {:?}",
+                a.err(),
+                b.err()
+            ));
+        }
+    };
+    let (x, y) = (a.bytes(), b.bytes());
+    let at = x
+        .iter()
+        .zip(y)
+        .position(|(p, q)| p != q)
+        .or_else(|| (x.len() != y.len()).then_some(x.len().min(y.len())))?;
+    let layout = b.layout();
+    let place = if (at as u64) < layout.data_offset {
+        "the header".to_string()
+    } else {
+        let rel = at as u64 - layout.data_offset;
+        let i = layout
+            .offsets
+            .partition_point(|&o| o <= rel)
+            .saturating_sub(1);
+        let t = &b.tensors()[i];
+        format!(
+            "tensor {} ({}), byte {}",
+            t.name(),
+            t.ty(),
+            rel - layout.offsets[i]
+        )
+    };
+    Some(format!(
+        "sizes {} vs {} (llama.cpp); first difference at byte {at}, in {place}",
+        x.len(),
+        y.len()
+    ))
+}
+
+/// Quantizes `input` both ways for each preset; fails listing every preset that differs.
+fn check_all(what: &str, input: &Path, presets: &[&str]) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (ours, theirs) = (dir.path().join("ours.gguf"), dir.path().join("llama.gguf"));
+    let mut failures = Vec::new();
+    for name in presets {
+        let options = Options::new(Preset::parse(name).expect("a preset"));
+        let result = llama_quantize(input, &theirs, &options)
+            .map_err(|e| format!("llama.cpp: {e}"))
+            .and_then(|()| quantforge_quantize(input, &ours, &options));
+        match result {
+            Err(e) => failures.push(format!("{name}: {e}")),
+            Ok(()) => {
+                if let Some(diff) = first_difference(&ours, &theirs) {
+                    failures.push(format!("{name}: {diff}"));
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{what}: {} of {} presets byte-identical to llama.cpp",
+        presets.len() - failures.len(),
+        presets.len()
+    );
+    assert!(failures.is_empty(), "{what}:\n{}", failures.join("\n"));
+}
+
+fn write_model(dir: &Path, model: &TinyLlama) -> PathBuf {
+    let path = dir.join("model-f16.gguf");
+    model.write(&path).expect("write the generated model");
+    path
+}
+
+#[test]
+fn tiny_llama_bytes_every_preset() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_model(dir.path(), &TinyLlama::COMMITTED);
+    let mut all = presets(&PRESETS);
+    all.extend(presets(&MORE_PRESETS));
+    check_all("tiny llama", &input, &all);
+}
+
+#[test]
+fn moe_llama_bytes_every_preset() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = TinyLlama {
+        n_layer: 3,
+        n_ff: 256,
+        n_expert: 8,
+        ..TinyLlama::COMMITTED
+    };
+    let input = write_model(dir.path(), &model);
+    let mut all = presets(&PRESETS);
+    all.extend(presets(&MORE_PRESETS));
+    check_all("MoE llama", &input, &all);
+}
+
+/// Shapes nobody chose (see `llama_quantize_plan.rs`).
+#[test]
+fn llama_with_drawn_shapes_bytes_every_preset() {
+    let seed = std::env::var("QF_PLAN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    let mut state = seed | 1;
+    let mut draw = |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let n_head_kv = 1 << draw(2);
+    let n_head = n_head_kv << draw(3);
+    let head = 16 * (1 + draw(4));
+    let model = TinyLlama {
+        n_embd: head * n_head,
+        n_ff: 16 * (1 + draw(48)),
+        n_layer: 1 + draw(12) as u32,
+        n_head: n_head as u32,
+        n_head_kv: n_head_kv as u32,
+        n_vocab: 1 + draw(300),
+        tied: draw(2) == 0,
+        n_expert: [0, 0, 2, 4, 8][draw(5) as usize],
+        seed,
+    };
+    eprintln!("QF_PLAN_SEED={seed}: {model:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_model(dir.path(), &model);
+    let mut all = presets(&PRESETS);
+    all.extend(presets(&MORE_PRESETS));
+    check_all(&format!("drawn llama (QF_PLAN_SEED={seed})"), &input, &all);
+}
+
+fn gemma_q4_k_m() -> Option<PathBuf> {
+    if std::env::var("QF_SKIP_REAL_MODELS").as_deref() == Ok("1") {
+        eprintln!("SKIPPED: real Gemma not used because QF_SKIP_REAL_MODELS=1");
+        return None;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cache = std::env::var_os("QF_MODEL_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(".cache/models"));
+    let path = cache.join("gemma3-270m-q4_k_m.gguf");
+    if !path.exists() {
+        let status = std::process::Command::new(root.join("scripts/fetch-models"))
+            .env("QF_MODEL_CACHE", &cache)
+            .status()
+            .expect("cannot run scripts/fetch-models");
+        assert!(status.success(), "scripts/fetch-models failed: {status}");
+    }
+    Some(path)
+}
+
+#[test]
+fn real_gemma_bytes_every_preset() {
+    let Some(q4) = gemma_q4_k_m() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (ours, theirs) = (
+        dir.path().join("ours-f16.gguf"),
+        dir.path().join("f16.gguf"),
+    );
+    let mut f16 = Options::new(Preset::parse("F16").unwrap());
+    f16.allow_requantize = true;
+    llama_quantize(&q4, &theirs, &f16).expect("llama.cpp: Q4_K_M -> F16");
+    quantforge_quantize(&q4, &ours, &f16).expect("quantforge: Q4_K_M -> F16");
+    if let Some(diff) = first_difference(&ours, &theirs) {
+        panic!("Q4_K_M -> F16 --allow-requantize: {diff}");
+    }
+    std::fs::remove_file(&ours).unwrap();
+    check_all("real Gemma-3-270M F16", &theirs, &presets(&PRESETS));
+}

@@ -1,0 +1,268 @@
+//! `quantforge quantize IN OUT --type T [--threads N]`, or llama-quantize's positional form
+//! `quantforge quantize [options] IN OUT TYPE [NTHREADS]`: requantizes a GGUF model with
+//! the per-tensor decisions of llama.cpp's quantizer ([`crate::pipeline::plan`]) and
+//! writes the result through [`crate::pipeline::run`].
+
+use super::file_kind::{self, FileKind};
+use crate::pipeline::plan::{Options, Plan, Preset, TensorTypeRule, plan};
+use crate::pipeline::run::{self, Progress, RunOptions, Summary};
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use quantforge_formats::gguf::{GgufModel, Value};
+use quantforge_kernels::GgmlType;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+TYPE is a llama.cpp file type preset, in any case: Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q6_K, \
+Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, TQ1_0, TQ2_0, F16, BF16, F32, \
+COPY (and the other names llama-quantize lists, its aliases Q3_K, Q4_K, Q5_K, or its \
+numbers). Each tensor gets the type llama.cpp's quantizer would give it; --dry-run prints \
+that plan without writing anything.
+
+The output is written to a temporary file next to OUT and renamed to OUT only when \
+complete.")]
+pub struct QuantizeArgs {
+    /// Target type (or give it as the third positional argument).
+    #[arg(long = "type", value_name = "TYPE")]
+    ty: Option<String>,
+    /// Worker threads (default: one per CPU).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Allow requantizing tensors that are already quantized.
+    #[arg(long)]
+    allow_requantize: bool,
+    /// Leave output.weight un(re)quantized.
+    #[arg(long)]
+    leave_output_tensor: bool,
+    /// Quantize every tensor to the preset's default type, without its mix.
+    #[arg(long)]
+    pure: bool,
+    /// ggml type of output.weight.
+    #[arg(long, value_name = "GGML_TYPE", value_parser = parse_ggml_type)]
+    output_tensor_type: Option<GgmlType>,
+    /// ggml type of the token embeddings.
+    #[arg(long, value_name = "GGML_TYPE", value_parser = parse_ggml_type)]
+    token_embedding_type: Option<GgmlType>,
+    /// PATTERN=GGML_TYPE: tensors whose name matches the regular expression get that type
+    /// (repeatable; the first match wins).
+    #[arg(long, value_name = "PATTERN=TYPE")]
+    tensor_type: Vec<String>,
+    /// KEY=TYPE:VALUE metadata to set in the output, TYPE one of int, float, bool, str
+    /// (repeatable; as llama-quantize, int is written as u32 of its absolute value).
+    #[arg(long, value_name = "KEY=TYPE:VALUE")]
+    override_kv: Vec<String>,
+    /// Print the per-tensor plan and sizes; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// No per-tensor lines, only errors and the summary.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Input GGUF file (or the first part of a split set).
+    input: PathBuf,
+    /// Output GGUF file.
+    output: PathBuf,
+    /// Target type, llama-quantize's positional form.
+    #[arg(value_name = "TYPE")]
+    positional_type: Option<String>,
+    /// Threads, llama-quantize's positional form.
+    #[arg(value_name = "NTHREADS")]
+    positional_threads: Option<usize>,
+}
+
+fn parse_ggml_type(s: &str) -> std::result::Result<GgmlType, String> {
+    GgmlType::from_name(s).map_err(|e| e.to_string())
+}
+
+pub fn run(args: QuantizeArgs) -> Result<()> {
+    let preset = target_preset(&args)?;
+    let threads = match (args.threads, args.positional_threads) {
+        (Some(a), Some(b)) if a != b => bail!("--threads {a} and NTHREADS {b} disagree"),
+        (a, b) => a.or(b).unwrap_or(0),
+    };
+    let mut options = Options::new(preset);
+    options.allow_requantize = args.allow_requantize;
+    options.quantize_output_tensor = !args.leave_output_tensor;
+    options.pure = args.pure;
+    options.output_tensor_type = args.output_tensor_type;
+    options.token_embedding_type = args.token_embedding_type;
+    options.tensor_types = args
+        .tensor_type
+        .iter()
+        .map(|a| TensorTypeRule::parse(a))
+        .collect::<std::result::Result<_, _>>()?;
+    let kv_overrides = args
+        .override_kv
+        .iter()
+        .map(|a| parse_kv_override(a))
+        .collect::<Result<Vec<_>>>()?;
+
+    if file_kind::detect(&args.input)? == FileKind::Safetensors {
+        bail!(
+            "{}: quantize reads GGUF input; convert safetensors first with `quantforge convert`",
+            args.input.display()
+        );
+    }
+    let model = GgufModel::open(&args.input)?;
+    let model_params = crate::pipeline::plan::ModelParams::from_gguf(model.metadata())
+        .with_context(|| format!("{}", args.input.display()))?;
+    let specs = run::tensor_specs(&model);
+    let plan = plan(&model_params, &specs, &options)?;
+
+    if args.dry_run {
+        print_plan(&plan);
+        return Ok(());
+    }
+    plan.check_runnable()?;
+    if same_file(&args.input, &args.output) {
+        bail!(
+            "input and output are the same file: {}",
+            args.input.display()
+        );
+    }
+    let run_options = RunOptions {
+        threads,
+        kv_overrides,
+    };
+    let quiet = args.quiet;
+    let summary = run::run(&model, &plan, &args.output, &run_options, |p| {
+        if !quiet {
+            print_progress(p);
+        }
+    })
+    .with_context(|| format!("quantizing {}", args.input.display()))?;
+    print_summary(&plan, &summary, &args.output);
+    Ok(())
+}
+
+fn target_preset(args: &QuantizeArgs) -> Result<Preset> {
+    let name = match (&args.ty, &args.positional_type) {
+        (Some(a), Some(b)) if !a.eq_ignore_ascii_case(b) => {
+            bail!("--type {a} and TYPE {b} disagree")
+        }
+        (Some(a), _) | (None, Some(a)) => a,
+        (None, None) => bail!("no target type: give --type TYPE (e.g. --type Q4_K_M)"),
+    };
+    Preset::parse(name).with_context(|| {
+        format!(
+            "unknown type {name:?}; presets: {}",
+            Preset::ALL
+                .iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// llama.cpp's `--override-kv KEY=TYPE:VALUE` with TYPE int, float, bool or str, as the
+/// quantizer writes it: int as u32 of the absolute value, float as f32.
+fn parse_kv_override(arg: &str) -> Result<(String, Value)> {
+    let bad = || format!("malformed --override-kv {arg:?}: expected KEY=TYPE:VALUE");
+    let (key, rest) = arg.split_once('=').with_context(bad)?;
+    let (ty, value) = rest.split_once(':').with_context(bad)?;
+    if key.is_empty() || key.len() > 127 {
+        bail!("--override-kv {arg:?}: the key must have 1 to 127 bytes");
+    }
+    let value = match ty {
+        "int" => {
+            let v: i64 = value.parse().with_context(bad)?;
+            Value::U32(v.unsigned_abs() as u32)
+        }
+        "float" => Value::F32(value.parse::<f64>().with_context(bad)? as f32),
+        "bool" => match value {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            _ => bail!("--override-kv {arg:?}: a bool is true or false"),
+        },
+        "str" if value.len() <= 127 => Value::from(value),
+        "str" => bail!("--override-kv {arg:?}: strings are limited to 127 bytes"),
+        _ => bail!("--override-kv {arg:?}: TYPE is int, float, bool or str"),
+    };
+    Ok((key.to_string(), value))
+}
+
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
+fn shape(ne: &[u64; 4]) -> String {
+    let n_dims = ne.iter().rposition(|&n| n > 1).map_or(1, |i| i + 1);
+    ne[..n_dims]
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn print_plan(plan: &Plan) {
+    let mut out = std::io::stdout().lock();
+    let (mut before, mut after) = (0u64, 0u64);
+    for t in &plan.tensors {
+        let b = t.bytes_as(t.source).unwrap_or(0);
+        let a = t.bytes_as(t.target).unwrap_or(0);
+        before += b;
+        after += a;
+        let fallback = t
+            .fallback
+            .map(|f| format!(", fallback from {}", f.wanted))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{:<40} [{:>16}] {:>7} -> {:<7} {:>10.3} MiB -> {:>10.3} MiB  {}{fallback}",
+            t.name,
+            shape(&t.ne),
+            t.source.name(),
+            t.target.name(),
+            mib(b),
+            mib(a),
+            t.reason,
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{} tensors, {:.2} MiB -> {:.2} MiB, {} fallbacks, general.file_type = {}",
+        plan.tensors.len(),
+        mib(before),
+        mib(after),
+        plan.n_fallback,
+        plan.file_type
+    );
+}
+
+fn print_progress(p: &Progress<'_>) {
+    let t = p.tensor;
+    println!(
+        "[{:>4}/{:>4}] {:<40} [{:>16}] {:>7} -> {:<7} {:>10.3} MiB -> {:>10.3} MiB",
+        p.done,
+        p.total,
+        t.name,
+        shape(&t.ne),
+        t.source.name(),
+        t.target.name(),
+        mib(p.bytes_in),
+        mib(p.bytes_out),
+    );
+}
+
+fn print_summary(plan: &Plan, s: &Summary, output: &std::path::Path) {
+    println!(
+        "wrote {}: {} tensors ({} converted, {} fallbacks), {:.2} MiB -> {:.2} MiB, {:.2} s, {:.1} MB/s",
+        output.display(),
+        s.tensors,
+        s.converted,
+        plan.n_fallback,
+        mib(s.bytes_in),
+        mib(s.bytes_out),
+        s.seconds,
+        s.bytes_in as f64 / 1e6 / s.seconds.max(1e-9),
+    );
+}

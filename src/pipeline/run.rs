@@ -1,0 +1,332 @@
+//! Carrying out a [`Plan`] on a GGUF model: the output header as llama.cpp's quantizer
+//! builds it (`llama_model_quantize_impl`), then every tensor copied or converted and
+//! streamed, in the plan's order, into a file that takes OUT's name only when complete.
+//!
+//! A converted tensor is widened to f32 a slab of rows at a time and quantized on all
+//! threads of a rayon pool; each row is quantized by itself, so the bytes are the same
+//! whatever the thread count. Memory stays around one output slab plus a few MiB per
+//! thread, and the source pages of a tensor are released once it is written.
+
+use super::plan::{Plan, TensorPlan, TensorSpec};
+use quantforge_formats::gguf::{
+    GgufBuilder, GgufError, GgufHeader, GgufModel, KEY_SPLIT_COUNT, KEY_SPLIT_NO,
+    KEY_SPLIT_TENSORS_COUNT, Metadata, TensorInfo, TensorView, Value,
+};
+use quantforge_kernels::{GgmlType, can_dequantize, can_quantize};
+use rayon::prelude::*;
+use std::path::Path;
+use std::time::Instant;
+
+/// Bytes of output converted per slab before it is written.
+const SLAB_BYTES: usize = 32 << 20;
+/// Elements each parallel task widens and quantizes (llama.cpp's chunk is 16 Ki).
+const TASK_ELEMENTS: usize = 64 << 10;
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Reading the input or writing the output.
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    /// The plan names a tensor the model does not have (a plan made for another model).
+    #[error("the plan does not fit this model: {0}")]
+    PlanMismatch(String),
+    /// A source type quantforge cannot widen to f32.
+    #[error("tensor {tensor}: cannot convert from type {ty}")]
+    CannotDecode {
+        /// The tensor.
+        tensor: String,
+        /// Its source type.
+        ty: GgmlType,
+    },
+    /// A target type quantforge cannot quantize to.
+    #[error("tensor {tensor}: quantizing to {ty} is not supported")]
+    CannotEncode {
+        /// The tensor.
+        tensor: String,
+        /// Its target type.
+        ty: GgmlType,
+    },
+    /// A NaN or infinity in a tensor that is converted.
+    #[error(
+        "tensor {tensor}: non-finite value {value} at element {index} (row {row}, column {column})"
+    )]
+    NonFinite {
+        /// The tensor.
+        tensor: String,
+        /// The value.
+        value: f32,
+        /// Its element index in the tensor.
+        index: u64,
+        /// Its row.
+        row: u64,
+        /// Its column.
+        column: u64,
+    },
+    /// Any other codec error while converting a tensor.
+    #[error("tensor {tensor}: {source}")]
+    Codec {
+        /// The tensor.
+        tensor: String,
+        /// What the codec said.
+        source: quantforge_kernels::Error,
+    },
+    /// The thread pool could not be built.
+    #[error("cannot start {threads} threads: {source}")]
+    Threads {
+        /// The count asked for.
+        threads: usize,
+        /// Why not.
+        source: rayon::ThreadPoolBuildError,
+    },
+}
+
+/// Options of a run that are not part of the plan.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Worker threads; 0 for one per CPU.
+    pub threads: usize,
+    /// Metadata set after llama.cpp's own keys (`--override-kv`), in order.
+    pub kv_overrides: Vec<(String, Value)>,
+}
+
+/// One tensor done, for progress reports.
+#[derive(Debug)]
+pub struct Progress<'a> {
+    /// Tensors done so far, this one included.
+    pub done: usize,
+    /// Tensors in the plan.
+    pub total: usize,
+    /// The tensor just written.
+    pub tensor: &'a TensorPlan,
+    /// Its bytes in the source.
+    pub bytes_in: u64,
+    /// Its bytes in the output.
+    pub bytes_out: u64,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Summary {
+    /// Tensors written.
+    pub tensors: usize,
+    /// Tensors whose type changed.
+    pub converted: usize,
+    /// Source tensor bytes.
+    pub bytes_in: u64,
+    /// Output tensor bytes (without header and padding).
+    pub bytes_out: u64,
+    /// Output file size.
+    pub file_size: u64,
+    /// Wall time in seconds.
+    pub seconds: f64,
+}
+
+/// The tensor list of a model as [`super::plan::plan`] takes it: in model order, with
+/// the part and offset that order `--keep-split` output.
+pub fn tensor_specs(model: &GgufModel) -> Vec<TensorSpec> {
+    model
+        .tensors()
+        .map(|v| TensorSpec {
+            name: v.name().to_string(),
+            ne: v.info().ne4(),
+            ty: v.ty(),
+            split: u16::try_from(v.part()).unwrap_or(u16::MAX),
+            offset: v.offset(),
+        })
+        .collect()
+}
+
+/// The output's metadata as llama.cpp's quantizer writes it: the source's keys in their
+/// order, then `general.quantization_version` and `general.file_type` (moved to the end,
+/// as `gguf_set_val_*` removes a key before appending it), without the `split.*` keys,
+/// then the overrides (each also moved to the end).
+pub fn output_metadata(source: &Metadata, plan: &Plan, overrides: &[(String, Value)]) -> Metadata {
+    let mut meta = source.clone();
+    let put = |meta: &mut Metadata, key: &str, value: Value| {
+        meta.remove(key);
+        // Keys come from a parsed file or the command line, so they are never empty.
+        let _ = meta.set(key, value);
+    };
+    put(
+        &mut meta,
+        "general.quantization_version",
+        Value::U32(plan.quantization_version),
+    );
+    put(&mut meta, "general.file_type", Value::U32(plan.file_type));
+    for key in [KEY_SPLIT_NO, KEY_SPLIT_COUNT, KEY_SPLIT_TENSORS_COUNT] {
+        meta.remove(key);
+    }
+    for (key, value) in overrides {
+        put(&mut meta, key, value.clone());
+    }
+    meta
+}
+
+/// The output header: [`output_metadata`] and every tensor of the plan in its order with
+/// its target type. Dimensions are written as ggml counts them (`ggml_n_dims`: trailing
+/// 1s dropped).
+pub fn output_header(
+    model: &GgufModel,
+    plan: &Plan,
+    overrides: &[(String, Value)],
+) -> Result<GgufHeader, RunError> {
+    let mut header = GgufHeader::new();
+    *header.metadata_mut() = output_metadata(model.metadata(), plan, overrides);
+    for t in &plan.tensors {
+        let n_dims = t.ne.iter().rposition(|&n| n > 1).map_or(1, |i| i + 1);
+        header.push_tensor(TensorInfo::new(&t.name, t.target, &t.ne[..n_dims])?)?;
+    }
+    Ok(header)
+}
+
+/// Writes the quantized model to `output` (atomically: nothing appears under that name
+/// unless the whole file was written), calling `progress` after each tensor.
+pub fn run(
+    model: &GgufModel,
+    plan: &Plan,
+    output: &Path,
+    options: &RunOptions,
+    mut progress: impl FnMut(&Progress<'_>),
+) -> Result<Summary, RunError> {
+    let start = Instant::now();
+    let views: Vec<TensorView<'_>> = model.tensors().collect();
+    for t in &plan.tensors {
+        let fits = views
+            .get(t.input_index)
+            .is_some_and(|v| v.name() == t.name && v.ty() == t.source);
+        if !fits {
+            return Err(RunError::PlanMismatch(format!(
+                "tensor #{} is not {} of type {}",
+                t.input_index, t.name, t.source
+            )));
+        }
+        check_convertible(t)?;
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(options.threads)
+        .build()
+        .map_err(|source| RunError::Threads {
+            threads: options.threads,
+            source,
+        })?;
+
+    let header = output_header(model, plan, &options.kv_overrides)?;
+    let mut writer = GgufBuilder::from_header(header).create(output)?;
+    let mut summary = Summary::default();
+    for (i, t) in plan.tensors.iter().enumerate() {
+        let view = &views[t.input_index];
+        let data = view.data();
+        model.prefetch(view)?;
+        let bytes_out = if t.converts() {
+            pool.install(|| convert(t, data, |chunk| writer.write_chunk(chunk)))?
+        } else {
+            copy(data, |chunk| writer.write_chunk(chunk))?
+        };
+        model.release(view)?;
+        summary.tensors += 1;
+        summary.converted += usize::from(t.converts());
+        summary.bytes_in += data.len() as u64;
+        summary.bytes_out += bytes_out;
+        progress(&Progress {
+            done: i + 1,
+            total: plan.tensors.len(),
+            tensor: t,
+            bytes_in: data.len() as u64,
+            bytes_out,
+        });
+    }
+    summary.file_size = writer.bytes_written();
+    writer.commit()?;
+    summary.seconds = start.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+fn check_convertible(t: &TensorPlan) -> Result<(), RunError> {
+    if !t.converts() {
+        return Ok(());
+    }
+    if !can_dequantize(t.source) {
+        return Err(RunError::CannotDecode {
+            tensor: t.name.clone(),
+            ty: t.source,
+        });
+    }
+    if !can_quantize(t.target) {
+        return Err(RunError::CannotEncode {
+            tensor: t.name.clone(),
+            ty: t.target,
+        });
+    }
+    Ok(())
+}
+
+/// Copies a tensor's bytes in slabs.
+fn copy(
+    data: &[u8],
+    mut write: impl FnMut(&[u8]) -> Result<(), GgufError>,
+) -> Result<u64, RunError> {
+    if data.is_empty() {
+        write(data)?;
+    }
+    for chunk in data.chunks(SLAB_BYTES) {
+        write(chunk)?;
+    }
+    Ok(data.len() as u64)
+}
+
+/// Widens and quantizes a tensor slab by slab, each slab's rows spread over the current
+/// rayon pool; returns the bytes written.
+fn convert(
+    t: &TensorPlan,
+    data: &[u8],
+    mut write: impl FnMut(&[u8]) -> Result<(), GgufError>,
+) -> Result<u64, RunError> {
+    let codec_error = |source| RunError::Codec {
+        tensor: t.name.clone(),
+        source,
+    };
+    let n_per_row = t.ne[0] as usize;
+    let n_rows = t.ne[1..].iter().product::<u64>() as usize;
+    if n_per_row == 0 || n_rows == 0 {
+        write(&[])?;
+        return Ok(0);
+    }
+    let src_row = t.source.row_size(n_per_row).map_err(codec_error)?;
+    let dst_row = t.target.row_size(n_per_row).map_err(codec_error)?;
+    let task_rows = (TASK_ELEMENTS / n_per_row).max(1);
+    let slab_rows = (SLAB_BYTES / dst_row).max(1).next_multiple_of(task_rows);
+    let mut out = vec![0u8; slab_rows.min(n_rows) * dst_row];
+    let mut written = 0u64;
+    for first in (0..n_rows).step_by(slab_rows) {
+        let rows = slab_rows.min(n_rows - first);
+        let src = &data[first * src_row..(first + rows) * src_row];
+        let dst = &mut out[..rows * dst_row];
+        dst.par_chunks_mut(task_rows * dst_row)
+            .zip(src.par_chunks(task_rows * src_row))
+            .enumerate()
+            .try_for_each_init(Vec::new, |f32s: &mut Vec<f32>, (k, (y, x))| {
+                let n = x.len() / src_row * n_per_row;
+                f32s.resize(n, 0.0);
+                quantforge_kernels::dequantize(t.source, x, f32s).map_err(codec_error)?;
+                quantforge_kernels::quantize(t.target, f32s, n_per_row, None, y)
+                    .map(drop)
+                    .map_err(|e| match e {
+                        quantforge_kernels::Error::NonFinite { index, value } => {
+                            let index = ((first + k * task_rows) * n_per_row + index) as u64;
+                            RunError::NonFinite {
+                                tensor: t.name.clone(),
+                                value,
+                                index,
+                                row: index / n_per_row as u64,
+                                column: index % n_per_row as u64,
+                            }
+                        }
+                        other => codec_error(other),
+                    })
+            })?;
+        write(dst)?;
+        written += dst.len() as u64;
+    }
+    Ok(written)
+}

@@ -15,6 +15,7 @@ use quantforge::pipeline::plan::{ModelParams, Options, Preset, plan};
 use quantforge::pipeline::run::{RunOptions, run, tensor_specs};
 use quantforge_formats::gguf::{GgufFile, GgufModel};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 use tiny_llama::TinyLlama;
 
 /// The presets issue 6 names.
@@ -114,9 +115,19 @@ fn check_all(what: &str, input: &Path, presets: &[&str]) {
     let mut failures = Vec::new();
     for name in presets {
         let options = Options::new(Preset::parse(name).expect("a preset"));
-        let result = llama_quantize(input, &theirs, &options)
-            .map_err(|e| format!("llama.cpp: {e}"))
-            .and_then(|()| quantforge_quantize(input, &ours, &options));
+        let t0 = Instant::now();
+        let result =
+            llama_quantize(input, &theirs, &options).map_err(|e| format!("llama.cpp: {e}"));
+        let t1 = Instant::now();
+        let result = result.and_then(|()| quantforge_quantize(input, &ours, &options));
+        let (llama, qf) = (t1 - t0, t1.elapsed());
+        eprintln!(
+            "  {name:<7} llama.cpp {:>7.3} s, quantforge {:>7.3} s ({:.1}x, {} threads)",
+            llama.as_secs_f64(),
+            qf.as_secs_f64(),
+            llama.as_secs_f64() / qf.as_secs_f64().max(1e-9),
+            threads()
+        );
         match result {
             Err(e) => failures.push(format!("{name}: {e}")),
             Ok(()) => {

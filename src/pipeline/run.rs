@@ -5,20 +5,22 @@
 //! A converted tensor is widened to f32 a slab of rows at a time and quantized on all
 //! threads of a rayon pool; each row is quantized by itself, so the bytes are the same
 //! whatever the thread count. Memory stays around one output slab plus a few MiB per
-//! thread, and the source pages of a tensor are released once it is written.
+//! thread: the source is mapped, the next slab's pages are asked for ahead of use, and
+//! each slab's pages are released once it is written.
 
 use super::plan::{Plan, TensorPlan, TensorSpec};
 use quantforge_formats::gguf::{
-    GgufBuilder, GgufError, GgufHeader, GgufModel, KEY_SPLIT_COUNT, KEY_SPLIT_NO,
+    GgufBuilder, GgufError, GgufFile, GgufHeader, GgufModel, KEY_SPLIT_COUNT, KEY_SPLIT_NO,
     KEY_SPLIT_TENSORS_COUNT, Metadata, TensorInfo, TensorView, Value,
 };
 use quantforge_kernels::{GgmlType, can_dequantize, can_quantize};
 use rayon::prelude::*;
+use std::ops::Range;
 use std::path::Path;
 use std::time::Instant;
 
-/// Bytes of output converted per slab before it is written.
-const SLAB_BYTES: usize = 32 << 20;
+/// Bytes of source (or of output, if larger) converted per slab before it is written.
+const SLAB_BYTES: usize = 16 << 20;
 /// Elements each parallel task widens and quantizes (llama.cpp's chunk is 16 Ki).
 const TASK_ELEMENTS: usize = 64 << 10;
 
@@ -217,13 +219,16 @@ pub fn run(
     for (i, t) in plan.tensors.iter().enumerate() {
         let view = &views[t.input_index];
         let data = view.data();
-        model.prefetch(view)?;
-        let bytes_out = if t.converts() {
-            pool.install(|| convert(t, data, |chunk| writer.write_chunk(chunk)))?
-        } else {
-            copy(data, |chunk| writer.write_chunk(chunk))?
+        let source = Source {
+            file: &model.parts()[view.part()],
+            offset: view.offset(),
+            data,
         };
-        model.release(view)?;
+        let bytes_out = if t.converts() {
+            pool.install(|| convert(t, &source, |chunk| writer.write_chunk(chunk)))?
+        } else {
+            copy(&source, |chunk| writer.write_chunk(chunk))?
+        };
         summary.tensors += 1;
         summary.converted += usize::from(t.converts());
         summary.bytes_in += data.len() as u64;
@@ -261,25 +266,61 @@ fn check_convertible(t: &TensorPlan) -> Result<(), RunError> {
     Ok(())
 }
 
+/// A tensor's bytes in the (mapped) file that holds them.
+struct Source<'a> {
+    file: &'a GgufFile,
+    offset: u64,
+    data: &'a [u8],
+}
+
+impl Source<'_> {
+    /// Asks the kernel to start reading `range` of the data (no-op for files in memory).
+    fn prefetch(&self, range: Range<usize>) -> Result<(), GgufError> {
+        self.file
+            .prefetch_bytes(self.offset + range.start as u64, range.len())
+    }
+
+    /// Lets the pages of `range` leave the resident set; they come back from the file if
+    /// read again.
+    fn release(&self, range: Range<usize>) -> Result<(), GgufError> {
+        self.file
+            .release_bytes(self.offset + range.start as u64, range.len())
+    }
+
+    /// The byte ranges of consecutive slabs of `rows_per_slab` rows of `row_bytes`.
+    fn slabs(&self, row_bytes: usize, rows_per_slab: usize) -> Vec<Range<usize>> {
+        let step = (row_bytes * rows_per_slab).max(1);
+        (0..self.data.len())
+            .step_by(step)
+            .map(|start| start..(start + step).min(self.data.len()))
+            .collect()
+    }
+}
+
 /// Copies a tensor's bytes in slabs.
 fn copy(
-    data: &[u8],
+    source: &Source<'_>,
     mut write: impl FnMut(&[u8]) -> Result<(), GgufError>,
 ) -> Result<u64, RunError> {
-    if data.is_empty() {
-        write(data)?;
+    if source.data.is_empty() {
+        write(&[])?;
     }
-    for chunk in data.chunks(SLAB_BYTES) {
-        write(chunk)?;
+    let slabs = source.slabs(1, SLAB_BYTES);
+    for (i, range) in slabs.iter().enumerate() {
+        if let Some(next) = slabs.get(i + 1) {
+            source.prefetch(next.clone())?;
+        }
+        write(&source.data[range.clone()])?;
+        source.release(range.clone())?;
     }
-    Ok(data.len() as u64)
+    Ok(source.data.len() as u64)
 }
 
 /// Widens and quantizes a tensor slab by slab, each slab's rows spread over the current
 /// rayon pool; returns the bytes written.
 fn convert(
     t: &TensorPlan,
-    data: &[u8],
+    source: &Source<'_>,
     mut write: impl FnMut(&[u8]) -> Result<(), GgufError>,
 ) -> Result<u64, RunError> {
     let codec_error = |source| RunError::Codec {
@@ -295,12 +336,20 @@ fn convert(
     let src_row = t.source.row_size(n_per_row).map_err(codec_error)?;
     let dst_row = t.target.row_size(n_per_row).map_err(codec_error)?;
     let task_rows = (TASK_ELEMENTS / n_per_row).max(1);
-    let slab_rows = (SLAB_BYTES / dst_row).max(1).next_multiple_of(task_rows);
+    let slab_rows = (SLAB_BYTES / src_row.max(dst_row))
+        .max(1)
+        .next_multiple_of(task_rows);
     let mut out = vec![0u8; slab_rows.min(n_rows) * dst_row];
     let mut written = 0u64;
-    for first in (0..n_rows).step_by(slab_rows) {
-        let rows = slab_rows.min(n_rows - first);
-        let src = &data[first * src_row..(first + rows) * src_row];
+    let slabs = source.slabs(src_row, slab_rows);
+    source.prefetch(slabs[0].clone())?;
+    for (i, range) in slabs.iter().enumerate() {
+        if let Some(next) = slabs.get(i + 1) {
+            source.prefetch(next.clone())?;
+        }
+        let first = i * slab_rows;
+        let src = &source.data[range.clone()];
+        let rows = src.len() / src_row;
         let dst = &mut out[..rows * dst_row];
         dst.par_chunks_mut(task_rows * dst_row)
             .zip(src.par_chunks(task_rows * src_row))
@@ -326,6 +375,7 @@ fn convert(
                     })
             })?;
         write(dst)?;
+        source.release(range.clone())?;
         written += dst.len() as u64;
     }
     Ok(written)

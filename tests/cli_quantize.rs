@@ -1,0 +1,251 @@
+//! `quantforge quantize` as a user runs it: the README's first command on the committed
+//! tiny llama, both argument forms, --dry-run, and the errors of issue 6 (exit code 2, a
+//! one-line reason, no file under OUT's name). Byte-identity with llama.cpp is checked in
+//! `ggml-ref/tests/llama_quantize_bytes.rs`.
+
+#[path = "../golden/tiny_llama.rs"]
+mod tiny_llama;
+
+use quantforge::formats::gguf::{GgufBuilder, GgufFile, Value};
+use quantforge::kernels::GgmlType;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn quantforge(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_quantforge"))
+        .args(args)
+        .output()
+        .expect("run quantforge")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn tiny() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/tiny-llama-f16.gguf")
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// Exit code 2, one line on stderr containing `needle`.
+fn fails_with(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(err.contains(needle), "stderr lacks {needle:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err}");
+}
+
+fn no_files_in(dir: &Path, except: &[&Path]) {
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !except.contains(&p.as_path()))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn readme_first_command_and_the_positional_form_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.gguf");
+    let b = dir.path().join("b.gguf");
+    let out = ok(&quantforge(&[
+        "quantize",
+        s(&tiny()),
+        s(&a),
+        "--type",
+        "Q4_K_M",
+    ]));
+    assert!(out.contains("wrote"), "{out}");
+    ok(&quantforge(&[
+        "quantize",
+        "-q",
+        s(&tiny()),
+        s(&b),
+        "q4_k_m",
+        "1",
+    ]));
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    let f = GgufFile::open(&a).unwrap();
+    assert_eq!(f.metadata().get_u32("general.file_type").unwrap(), 15);
+    assert_eq!(
+        f.metadata()
+            .get_u32("general.quantization_version")
+            .unwrap(),
+        2
+    );
+    let ty = |name: &str| f.tensors().iter().find(|t| t.name() == name).unwrap().ty();
+    assert_eq!(ty("output.weight"), GgmlType::Q6_K);
+    assert_eq!(ty("blk.3.attn_v.weight"), GgmlType::Q6_K);
+    assert_eq!(ty("blk.0.attn_v.weight"), GgmlType::Q4_K);
+    assert_eq!(ty("blk.0.attn_norm.weight"), GgmlType::F32);
+}
+
+#[test]
+fn dry_run_prints_the_plan_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.gguf");
+    let text = ok(&quantforge(&[
+        "quantize",
+        "--dry-run",
+        s(&tiny()),
+        s(&out),
+        "--type",
+        "Q4_K_S",
+    ]));
+    assert!(text.contains("blk.0.attn_v.weight"), "{text}");
+    assert!(text.contains("f16 -> q5_K"), "{text}");
+    assert!(text.contains("general.file_type = 14"), "{text}");
+    no_files_in(dir.path(), &[]);
+}
+
+#[test]
+fn options_reach_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.gguf");
+    ok(&quantforge(&[
+        "quantize",
+        "-q",
+        "--pure",
+        "--output-tensor-type",
+        "q8_0",
+        "--tensor-type",
+        "ffn_down=q5_k",
+        "--override-kv",
+        "general.name=str:renamed",
+        "--override-kv",
+        "x.count=int:-7",
+        s(&tiny()),
+        s(&out),
+        "Q4_K_M",
+    ]));
+    let f = GgufFile::open(&out).unwrap();
+    let ty = |name: &str| f.tensors().iter().find(|t| t.name() == name).unwrap().ty();
+    assert_eq!(ty("output.weight"), GgmlType::Q8_0);
+    assert_eq!(ty("blk.3.attn_v.weight"), GgmlType::Q4_K);
+    assert_eq!(ty("blk.3.ffn_down.weight"), GgmlType::Q5_K);
+    let m = f.metadata();
+    assert_eq!(m.get_str("general.name").unwrap(), "renamed");
+    assert_eq!(m.get_u32("x.count").unwrap(), 7);
+    // llama.cpp's order: overrides, quantization version and file type move to the end.
+    let keys: Vec<_> = m.keys().collect();
+    let n = keys.len();
+    assert_eq!(
+        keys[n - 4..],
+        [
+            "general.quantization_version",
+            "general.file_type",
+            "general.name",
+            "x.count"
+        ]
+    );
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.gguf");
+    let t = tiny();
+    fails_with(
+        &quantforge(&["quantize", s(&t), s(&out), "--type", "Q9_K"]),
+        "unknown type",
+    );
+    fails_with(&quantforge(&["quantize", s(&t), s(&out)]), "no target type");
+    fails_with(
+        &quantforge(&["quantize", s(&t), s(&out), "--type", "Q8_0", "Q4_0"]),
+        "disagree",
+    );
+    fails_with(
+        &quantforge(&["quantize", s(&t), s(&t), "--type", "Q8_0"]),
+        "same file",
+    );
+    fails_with(
+        &quantforge(&["quantize", s(&t), s(&out), "Q8_0", "--tensor-type", "x"]),
+        "PATTERN=TYPE",
+    );
+    fails_with(
+        &quantforge(&["quantize", "missing.gguf", s(&out), "Q8_0"]),
+        "missing.gguf",
+    );
+    no_files_in(dir.path(), &[]);
+}
+
+#[test]
+fn requantizing_needs_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let q8 = dir.path().join("q8.gguf");
+    let out = dir.path().join("out.gguf");
+    ok(&quantforge(&["quantize", "-q", s(&tiny()), s(&q8), "Q8_0"]));
+    fails_with(
+        &quantforge(&["quantize", s(&q8), s(&out), "Q4_K_M"]),
+        "--allow-requantize",
+    );
+    no_files_in(dir.path(), &[&q8]);
+    ok(&quantforge(&[
+        "quantize",
+        "-q",
+        "--allow-requantize",
+        s(&q8),
+        s(&out),
+        "Q4_K_M",
+    ]));
+    // Same type: copied, no flag needed.
+    std::fs::remove_file(&out).unwrap();
+    ok(&quantforge(&["quantize", "-q", s(&q8), s(&out), "Q8_0"]));
+    assert_eq!(std::fs::read(&q8).unwrap(), std::fs::read(&out).unwrap());
+}
+
+#[test]
+fn a_nan_names_the_tensor_and_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("nan.gguf");
+    let out = dir.path().join("out.gguf");
+    let mut b = GgufBuilder::new();
+    let m = b.metadata_mut();
+    m.set("general.architecture", Value::from("llama")).unwrap();
+    m.set("llama.block_count", Value::U32(1)).unwrap();
+    let mut good = vec![0.5f32; 256 * 4];
+    b.add_tensor(
+        "blk.0.attn_q.weight",
+        GgmlType::F32,
+        &[256, 4],
+        good.iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    good[256 * 2 + 7] = f32::NAN;
+    b.add_tensor(
+        "blk.0.attn_v.weight",
+        GgmlType::F32,
+        &[256, 4],
+        good.iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    b.write(&input).unwrap();
+    fails_with(
+        &quantforge(&["quantize", s(&input), s(&out), "Q8_0"]),
+        "tensor blk.0.attn_v.weight: non-finite value NaN at element 519 (row 2, column 7)",
+    );
+    no_files_in(dir.path(), &[&input]);
+}
+
+#[test]
+fn tiny_llama_template_is_what_the_committed_file_holds() {
+    // Keeps the shared generator module in use in this test binary.
+    assert_eq!(
+        tiny_llama::TinyLlama::COMMITTED.tensors().len(),
+        GgufFile::open(tiny()).unwrap().tensors().len()
+    );
+}

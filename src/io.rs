@@ -24,14 +24,8 @@ pub fn read_f32_file(path: &Path) -> Result<Vec<f32>> {
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, flushed
 /// and fsynced, then renamed over `path`. On any error nothing is left under `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".quantforge-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
+    let dir = quantforge_formats::output::parent_dir(path);
+    let mut tmp = quantforge_formats::output::temp_file_beside(path)
         .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
     tmp.write_all(bytes)
         .and_then(|_| tmp.as_file().sync_all())

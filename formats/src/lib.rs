@@ -6,4 +6,5 @@
 #![warn(missing_docs)]
 
 pub mod gguf;
+pub mod output;
 pub mod safetensors;

@@ -9,6 +9,7 @@ use super::error::{GgufError, Result};
 use super::header::{GgufHeader, pad};
 use super::metadata::Metadata;
 use super::tensor::TensorInfo;
+use crate::output::parent_dir;
 use quantforge_kernels::GgmlType;
 use std::borrow::Cow;
 use std::io::{BufWriter, Write};
@@ -31,17 +32,13 @@ impl AtomicFile {
     pub fn create(path: impl AsRef<Path>) -> Result<AtomicFile> {
         let path = path.as_ref().to_path_buf();
         let dir = parent_dir(&path);
-        let tmp = tempfile::Builder::new()
-            .prefix(".quantforge-")
-            .suffix(".tmp")
-            .tempfile_in(dir)
-            .map_err(|e| {
-                GgufError::io(
-                    format!("cannot create a temporary file in {}", dir.display()),
-                    e,
-                )
-                .in_file(&path)
-            })?;
+        let tmp = crate::output::temp_file_beside(&path).map_err(|e| {
+            GgufError::io(
+                format!("cannot create a temporary file in {}", dir.display()),
+                e,
+            )
+            .in_file(&path)
+        })?;
         Ok(AtomicFile {
             path,
             out: BufWriter::with_capacity(1 << 20, tmp),
@@ -86,13 +83,6 @@ impl Write for AtomicFile {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.out.flush()
-    }
-}
-
-fn parent_dir(path: &Path) -> &Path {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
     }
 }
 

@@ -468,20 +468,13 @@ fn str_json(out: &mut Vec<u8>, s: &str) -> Result<()> {
 
 /// A temporary file in `path`'s directory, so the final rename is atomic.
 pub(crate) fn temp_file_beside(path: &Path) -> Result<NamedTempFile> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    tempfile::Builder::new()
-        .prefix(".quantforge-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|e| {
-            Error::io(
-                format!("cannot create a temporary file in {}", dir.display()),
-                e,
-            )
-        })
+    let dir = crate::output::parent_dir(path);
+    crate::output::temp_file_beside(path).map_err(|e| {
+        Error::io(
+            format!("cannot create a temporary file in {}", dir.display()),
+            e,
+        )
+    })
 }
 
 /// Flushes `file` to disk, renames it over `path`, and syncs the directory so the

@@ -108,12 +108,14 @@ macro_rules! simd_vs_scalar {
         mod $name {
             use super::*;
             const TY: GgmlType = GgmlType::$ty;
+            /// Elements per generated "block": the type's block, at least one 32-value chunk.
+            const UNIT: usize = if TY.block_size() < 32 { 32 } else { TY.block_size() };
 
             fn case() -> impl Strategy<Value = (usize, usize, Vec<f32>, Vec<f32>, usize)> {
                 // (rows, blocks per row, data, imatrix, shift)
                 (prop::sample::select(BLOCK_COUNTS.to_vec()), 1usize..=2)
                     .prop_flat_map(|(blocks, rows)| {
-                        let n = blocks * TY.block_size();
+                        let n = blocks * UNIT;
                         let per_row = n.max(TY.block_size());
                         (Just(rows), Just(blocks), rows_n(rows, n), imatrix(per_row), 0usize..4)
                     })
@@ -137,12 +139,12 @@ macro_rules! simd_vs_scalar {
 
                 #[test]
                 fn quantize((rows, blocks, x, w, shift) in case()) {
-                    let n = blocks * TY.block_size();
+                    let n = blocks * UNIT;
                     if n == 0 {
                         // No rows at all: an empty source gives an empty destination.
                         each_isa(|c| {
                             let mut out = [0u8; 0];
-                            prop_assert_eq!(c.quantize(&[], TY.block_size(), None, &mut out).unwrap(), 0);
+                            prop_assert_eq!(c.quantize(&[], UNIT, None, &mut out).unwrap(), 0);
                             Ok(())
                         })?;
                     } else {
@@ -161,7 +163,7 @@ macro_rules! simd_vs_scalar {
 
                 #[test]
                 fn dequantize_quantized((_rows, blocks, x, _w, shift) in case()) {
-                    let n = blocks * TY.block_size();
+                    let n = blocks * UNIT;
                     let mut q = vec![0u8; if n == 0 { 0 } else { x.len() / n * TY.row_size(n).unwrap() }];
                     if n > 0 {
                         quantforge_kernels::quantize(TY, &x, n, None, &mut q).unwrap();
@@ -174,7 +176,7 @@ macro_rules! simd_vs_scalar {
 }
 
 simd_vs_scalar! {
-    q4_k: Q4_K, q5_k: Q5_K, q6_k: Q6_K, q8_0: Q8_0, tq2_0: TQ2_0,
+    f16: F16, bf16: BF16, q4_k: Q4_K, q5_k: Q5_K, q6_k: Q6_K, q8_0: Q8_0, tq2_0: TQ2_0,
 }
 
 /// `QUANTFORGE_ISA` caps the choice: with it unset, the best codec is the widest ISA this

@@ -11,6 +11,7 @@ pub fn quantize_f32(x: &[f32], y: &mut [u8]) {
 }
 
 /// Rounds each value to fp16 (nearest even).
+#[inline(always)]
 pub fn quantize_f16(x: &[f32], y: &mut [u8]) {
     for (v, out) in x.iter().zip(y.chunks_exact_mut(2)) {
         out.copy_from_slice(&fp32_to_fp16(*v).to_le_bytes());
@@ -18,6 +19,7 @@ pub fn quantize_f16(x: &[f32], y: &mut [u8]) {
 }
 
 /// Rounds each value to bf16 (nearest even).
+#[inline(always)]
 pub fn quantize_bf16(x: &[f32], y: &mut [u8]) {
     for (v, out) in x.iter().zip(y.chunks_exact_mut(2)) {
         out.copy_from_slice(&fp32_to_bf16(*v).to_le_bytes());
@@ -32,6 +34,7 @@ pub fn dequantize_f32(x: &[u8], y: &mut [f32]) {
 }
 
 /// Widens little-endian fp16 values.
+#[inline(always)]
 pub fn dequantize_f16(x: &[u8], y: &mut [f32]) {
     for (b, out) in x.chunks_exact(2).zip(y.iter_mut()) {
         *out = fp16_to_fp32(u16::from_le_bytes([b[0], b[1]]));
@@ -39,6 +42,7 @@ pub fn dequantize_f16(x: &[u8], y: &mut [f32]) {
 }
 
 /// Widens little-endian bf16 values.
+#[inline(always)]
 pub fn dequantize_bf16(x: &[u8], y: &mut [f32]) {
     for (b, out) in x.chunks_exact(2).zip(y.iter_mut()) {
         *out = bf16_to_fp32(u16::from_le_bytes([b[0], b[1]]));

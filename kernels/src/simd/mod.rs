@@ -18,10 +18,11 @@ use crate::GgmlType;
 use crate::scalar;
 use lanes::Lanes;
 
-/// Whether `ty` has SIMD code paths (in both directions).
+/// Whether `ty` has SIMD code paths (in both directions; f16 and bf16 are the widening
+/// and narrowing of whole models).
 pub(crate) fn has_path(ty: GgmlType) -> bool {
     use GgmlType::*;
-    matches!(ty, Q4_K | Q5_K | Q6_K | Q8_0 | TQ2_0)
+    matches!(ty, F16 | BF16 | Q4_K | Q5_K | Q6_K | Q8_0 | TQ2_0)
 }
 
 /// Quantizes one row of a type for which [`has_path`] holds, as `scalar::quantize_row`.
@@ -29,6 +30,9 @@ pub(crate) fn has_path(ty: GgmlType) -> bool {
 pub(crate) fn quantize_row<V: Lanes>(ty: GgmlType, x: &[f32], w: Option<&[f32]>, y: &mut [u8]) {
     use GgmlType::*;
     match ty {
+        // Element-wise conversions: the scalar code, vectorized by the compiler here.
+        F16 => scalar::float::quantize_f16(x, y),
+        BF16 => scalar::float::quantize_bf16(x, y),
         Q4_K => {
             let blocks = bytemuck::cast_slice_mut(y);
             scale_min::quantize_row::<V>(x, w, &scalar::q4_k::FORMAT, |b, sb| {
@@ -53,6 +57,8 @@ pub(crate) fn quantize_row<V: Lanes>(ty: GgmlType, x: &[f32], w: Option<&[f32]>,
 pub(crate) fn dequantize(ty: GgmlType, x: &[u8], y: &mut [f32]) {
     use GgmlType::*;
     match ty {
+        F16 => scalar::float::dequantize_f16(x, y),
+        BF16 => scalar::float::dequantize_bf16(x, y),
         Q4_K => scalar::q4_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q5_K => scalar::q5_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q6_K => scalar::q6_k::dequantize_row(bytemuck::cast_slice(x), y),

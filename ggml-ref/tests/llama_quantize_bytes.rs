@@ -7,36 +7,22 @@
 //! into F16 (by llama.cpp and by quantforge, which must agree too; `QF_SKIP_REAL_MODELS=1`
 //! skips it). `QF_PLAN_PRESETS=Q4_K_M,Q8_0` limits the presets.
 
+mod llama_common;
 #[path = "../../golden/tiny_llama.rs"]
 mod tiny_llama;
+
+use llama_common::*;
 
 use ggml_ref::llama::{Quantize, quantize};
 use quantforge::pipeline::plan::{ModelParams, Options, Preset, plan};
 use quantforge::pipeline::run::{RunOptions, run, tensor_specs};
 use quantforge_formats::gguf::{GgufFile, GgufModel};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 use tiny_llama::TinyLlama;
 
-/// The presets issue 6 names.
-const PRESETS: [&str; 20] = [
-    "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K",
-    "Q3_K_S", "Q3_K_M", "Q3_K_L", "TQ1_0", "TQ2_0", "F16", "BF16", "F32", "COPY",
-];
-
 /// More presets whose every type quantforge can write, for the small models.
 const MORE_PRESETS: [&str; 4] = ["IQ4_NL", "IQ4_XS", "MXFP4_MOE", "Q2_0"];
-
-fn presets(all: &[&'static str]) -> Vec<&'static str> {
-    match std::env::var("QF_PLAN_PRESETS") {
-        Ok(list) => all
-            .iter()
-            .copied()
-            .filter(|p| list.split(',').any(|q| q.eq_ignore_ascii_case(p)))
-            .collect(),
-        Err(_) => all.to_vec(),
-    }
-}
 
 fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -145,18 +131,11 @@ fn check_all(what: &str, input: &Path, presets: &[&str]) {
     assert!(failures.is_empty(), "{what}:\n{}", failures.join("\n"));
 }
 
-fn write_model(dir: &Path, model: &TinyLlama) -> PathBuf {
-    let path = dir.join("model-f16.gguf");
-    model.write(&path).expect("write the generated model");
-    path
-}
-
 #[test]
 fn tiny_llama_bytes_every_preset() {
     let dir = tempfile::tempdir().unwrap();
     let input = write_model(dir.path(), &TinyLlama::COMMITTED);
-    let mut all = presets(&PRESETS);
-    all.extend(presets(&MORE_PRESETS));
+    let all = presets_and(&MORE_PRESETS);
     check_all("tiny llama", &input, &all);
 }
 
@@ -170,69 +149,18 @@ fn moe_llama_bytes_every_preset() {
         ..TinyLlama::COMMITTED
     };
     let input = write_model(dir.path(), &model);
-    let mut all = presets(&PRESETS);
-    all.extend(presets(&MORE_PRESETS));
+    let all = presets_and(&MORE_PRESETS);
     check_all("MoE llama", &input, &all);
 }
 
 /// Shapes nobody chose (see `llama_quantize_plan.rs`).
 #[test]
 fn llama_with_drawn_shapes_bytes_every_preset() {
-    let seed = std::env::var("QF_PLAN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    let mut state = seed | 1;
-    let mut draw = |n: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % n
-    };
-    let n_head_kv = 1 << draw(2);
-    let n_head = n_head_kv << draw(3);
-    let head = 16 * (1 + draw(4));
-    let model = TinyLlama {
-        n_embd: head * n_head,
-        n_ff: 16 * (1 + draw(48)),
-        n_layer: 1 + draw(12) as u32,
-        n_head: n_head as u32,
-        n_head_kv: n_head_kv as u32,
-        n_vocab: 1 + draw(300),
-        tied: draw(2) == 0,
-        n_expert: [0, 0, 2, 4, 8][draw(5) as usize],
-        seed,
-    };
-    eprintln!("QF_PLAN_SEED={seed}: {model:?}");
+    let (seed, model) = drawn_model();
     let dir = tempfile::tempdir().unwrap();
     let input = write_model(dir.path(), &model);
-    let mut all = presets(&PRESETS);
-    all.extend(presets(&MORE_PRESETS));
+    let all = presets_and(&MORE_PRESETS);
     check_all(&format!("drawn llama (QF_PLAN_SEED={seed})"), &input, &all);
-}
-
-fn gemma_q4_k_m() -> Option<PathBuf> {
-    if std::env::var("QF_SKIP_REAL_MODELS").as_deref() == Ok("1") {
-        eprintln!("SKIPPED: real Gemma not used because QF_SKIP_REAL_MODELS=1");
-        return None;
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cache = std::env::var_os("QF_MODEL_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join(".cache/models"));
-    let path = cache.join("gemma3-270m-q4_k_m.gguf");
-    if !path.exists() {
-        let status = std::process::Command::new(root.join("scripts/fetch-models"))
-            .env("QF_MODEL_CACHE", &cache)
-            .status()
-            .expect("cannot run scripts/fetch-models");
-        assert!(status.success(), "scripts/fetch-models failed: {status}");
-    }
-    Some(path)
 }
 
 #[test]

@@ -1,0 +1,96 @@
+//! What the llama.cpp comparison tests share: the preset lists, the generated models (the
+//! committed tiny llama and models of drawn shapes) and the real Gemma from the cache.
+#![allow(dead_code)]
+
+use super::tiny_llama::TinyLlama;
+use std::path::{Path, PathBuf};
+
+/// The presets issue 6 names.
+pub const PRESETS: [&str; 20] = [
+    "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K",
+    "Q3_K_S", "Q3_K_M", "Q3_K_L", "TQ1_0", "TQ2_0", "F16", "BF16", "F32", "COPY",
+];
+
+/// `all`, narrowed to the comma-separated list in `QF_PLAN_PRESETS` when it is set.
+pub fn presets(all: &[&'static str]) -> Vec<&'static str> {
+    match std::env::var("QF_PLAN_PRESETS") {
+        Ok(list) => all
+            .iter()
+            .copied()
+            .filter(|p| list.split(',').any(|q| q.eq_ignore_ascii_case(p)))
+            .collect(),
+        Err(_) => all.to_vec(),
+    }
+}
+
+/// [`PRESETS`] followed by `more`, both narrowed by `QF_PLAN_PRESETS`.
+pub fn presets_and(more: &[&'static str]) -> Vec<&'static str> {
+    let mut all = presets(&PRESETS);
+    all.extend(presets(more));
+    all
+}
+
+/// Writes `model` as `model-f16.gguf` in `dir`.
+pub fn write_model(dir: &Path, model: &TinyLlama) -> PathBuf {
+    let path = dir.join("model-f16.gguf");
+    model.write(&path).expect("write the generated model");
+    path
+}
+
+/// A llama of shapes nobody chose: the seed comes from `QF_PLAN_SEED` or the clock and is
+/// printed, so a failure can be replayed.
+pub fn drawn_model() -> (u64, TinyLlama) {
+    let seed = std::env::var("QF_PLAN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    let mut state = seed | 1;
+    let mut draw = |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let n_head_kv = 1 << draw(2);
+    let n_head = n_head_kv << draw(3);
+    let head = 16 * (1 + draw(4));
+    let model = TinyLlama {
+        n_embd: head * n_head,
+        n_ff: 16 * (1 + draw(48)),
+        n_layer: 1 + draw(12) as u32,
+        n_head: n_head as u32,
+        n_head_kv: n_head_kv as u32,
+        n_vocab: 1 + draw(300),
+        tied: draw(2) == 0,
+        n_expert: [0, 0, 2, 4, 8][draw(5) as usize],
+        seed,
+    };
+    eprintln!("QF_PLAN_SEED={seed}: {model:?}");
+    (seed, model)
+}
+
+/// The real Gemma-3-270M Q4_K_M from the model cache, fetched by `scripts/fetch-models`
+/// if missing; `None` when `QF_SKIP_REAL_MODELS=1`.
+pub fn gemma_q4_k_m() -> Option<PathBuf> {
+    if std::env::var("QF_SKIP_REAL_MODELS").as_deref() == Ok("1") {
+        eprintln!("SKIPPED: real Gemma not used because QF_SKIP_REAL_MODELS=1");
+        return None;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cache = std::env::var_os("QF_MODEL_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(".cache/models"));
+    let path = cache.join("gemma3-270m-q4_k_m.gguf");
+    if !path.exists() {
+        let status = std::process::Command::new(root.join("scripts/fetch-models"))
+            .env("QF_MODEL_CACHE", &cache)
+            .status()
+            .expect("cannot run scripts/fetch-models");
+        assert!(status.success(), "scripts/fetch-models failed: {status}");
+    }
+    Some(path)
+}

@@ -4,7 +4,7 @@
 //! out for dequantize. ggml's columns need `--features ggml`.
 //!
 //! `QF_BENCH_MIB` sets the f32 buffer size (default 64, larger than the last-level cache);
-//! `QF_BENCH_TYPES` a comma-separated list of types (default: the K-quants, q8_0, tq2_0).
+//! `QF_BENCH_TYPES` a comma-separated list of types (default: every type with a SIMD path but f16/bf16).
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use quantforge::{Codec, GgmlType, Isa};
@@ -18,7 +18,7 @@ fn settings() -> (usize, Vec<GgmlType>) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(64);
     let types = std::env::var("QF_BENCH_TYPES")
-        .unwrap_or_else(|_| "q4_K,q5_K,q6_K,q8_0,tq2_0".into())
+        .unwrap_or_else(|_| "q4_0,q5_0,q8_0,q4_K,q5_K,q6_K,tq2_0".into())
         .split(',')
         .map(|t| GgmlType::from_name(t.trim()).expect("a known type"))
         .collect();

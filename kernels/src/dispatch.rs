@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 pub enum Isa {
     /// Portable safe Rust: the specification.
     Scalar,
-    /// x86-64 AVX2.
+    /// x86-64 AVX2 (with F16C, which every AVX2 CPU has).
     Avx2,
     /// x86-64 AVX-512 F, BW and VL.
     Avx512,
@@ -47,8 +47,9 @@ impl Isa {
             Isa::Scalar => true,
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => {
+                // cpufeatures has no F16C token; std's detection caches it too.
                 cpufeatures::new!(has_avx2, "avx2");
-                has_avx2::get()
+                has_avx2::get() && std::arch::is_x86_feature_detected!("f16c")
             }
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => {

@@ -176,7 +176,8 @@ macro_rules! simd_vs_scalar {
 }
 
 simd_vs_scalar! {
-    f16: F16, bf16: BF16, q4_k: Q4_K, q5_k: Q5_K, q6_k: Q6_K, q8_0: Q8_0, tq2_0: TQ2_0,
+    f16: F16, bf16: BF16, q4_0: Q4_0, q5_0: Q5_0, q4_k: Q4_K, q5_k: Q5_K, q6_k: Q6_K, q8_0: Q8_0,
+    tq2_0: TQ2_0,
 }
 
 /// `QUANTFORGE_ISA` caps the choice: with it unset, the best codec is the widest ISA this

@@ -98,11 +98,6 @@ impl Lanes for Neon {
         unsafe { vcgtq_f32(self.0, o.0) }
     }
     #[inline(always)]
-    fn ge(self, o: Self) -> uint32x4_t {
-        // SAFETY: see the impl comment.
-        unsafe { vcgeq_f32(self.0, o.0) }
-    }
-    #[inline(always)]
     fn eq(self, o: Self) -> uint32x4_t {
         // SAFETY: see the impl comment.
         unsafe { vceqq_f32(self.0, o.0) }
@@ -162,6 +157,51 @@ impl Lanes for Neon {
         // SAFETY: see the impl comment; `s` holds 4 ints.
         unsafe { vst1q_s32(s.as_mut_ptr(), i.0) }
     }
+    #[inline(always)]
+    fn sext8(i: NeonInt) -> NeonInt {
+        // SAFETY: see the impl comment.
+        unsafe { NeonInt(vshrq_n_s32::<24>(vshlq_n_s32::<24>(i.0))) }
+    }
+    #[inline(always)]
+    fn store_u8(i: NeonInt, s: &mut [u8]) {
+        let mut ints = [0i32; 4];
+        Self::store_int(i, &mut ints);
+        for (b, v) in s[..4].iter_mut().zip(ints) {
+            *b = v as u8;
+        }
+    }
+    #[inline(always)]
+    fn test_int(i: NeonInt, bits: i32) -> uint32x4_t {
+        // SAFETY: see the impl comment.
+        unsafe {
+            let b = vdupq_n_s32(bits);
+            vceqq_s32(vandq_s32(i.0, b), b)
+        }
+    }
+    #[inline(always)]
+    fn mask_bits(m: uint32x4_t) -> u64 {
+        // SAFETY: see the impl comment; the weights are in a 4-lane array.
+        unsafe {
+            let weights = [1u32, 2, 4, 8];
+            u64::from(vaddvq_u32(vandq_u32(m, vld1q_u32(weights.as_ptr()))))
+        }
+    }
+    #[inline(always)]
+    fn store_f16(self, s: &mut [u16]) {
+        let mut lanes = [0.0f32; 4];
+        self.store(&mut lanes);
+        for (h, v) in s[..4].iter_mut().zip(lanes) {
+            *h = crate::num::fp32_to_fp16(v);
+        }
+    }
 }
 
 crate::simd::simd_entry_points!(Neon, "neon");
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn store_f16_rounds_as_ggml() {
+        crate::simd::lanes::checks::store_f16::<super::Neon>();
+    }
+}

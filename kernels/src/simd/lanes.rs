@@ -43,7 +43,6 @@ pub(crate) trait Lanes: Copy {
     fn trunc(self) -> Self;
     fn lt(self, o: Self) -> Self::Mask;
     fn gt(self, o: Self) -> Self::Mask;
-    fn ge(self, o: Self) -> Self::Mask;
     fn eq(self, o: Self) -> Self::Mask;
     fn and(a: Self::Mask, b: Self::Mask) -> Self::Mask;
     /// Whether any lane of `m` is set.
@@ -60,6 +59,17 @@ pub(crate) trait Lanes: Copy {
     fn int_to_f32(i: Self::Int) -> Self;
     /// Stores integer lanes into `s[..N]`.
     fn store_int(i: Self::Int, s: &mut [i32]);
+    /// The low byte of each integer lane, sign-extended (C's `(int8_t)i`).
+    fn sext8(i: Self::Int) -> Self::Int;
+    /// Stores the low byte of each integer lane into `s[..N]` (C's `(uint8_t)i`).
+    fn store_u8(i: Self::Int, s: &mut [u8]);
+    /// Lanes whose integer has every bit of `bits` set.
+    fn test_int(i: Self::Int, bits: i32) -> Self::Mask;
+    /// The mask as bits, lane `k` in bit `k`.
+    fn mask_bits(m: Self::Mask) -> u64;
+    /// Stores each lane rounded to IEEE half precision, to nearest with ties to even, into
+    /// `s[..N]`: `fp32_to_fp16` (ggml's `GGML_FP32_TO_FP16`) for every finite lane.
+    fn store_f16(self, s: &mut [u16]);
 }
 
 /// The widest lane count of any implementation ([`Pair`] of AVX-512).
@@ -139,10 +149,6 @@ impl<V: Lanes> Lanes for Pair<V> {
         (self.0.gt(o.0), self.1.gt(o.1))
     }
     #[inline(always)]
-    fn ge(self, o: Self) -> Self::Mask {
-        (self.0.ge(o.0), self.1.ge(o.1))
-    }
-    #[inline(always)]
     fn eq(self, o: Self) -> Self::Mask {
         (self.0.eq(o.0), self.1.eq(o.1))
     }
@@ -180,6 +186,30 @@ impl<V: Lanes> Lanes for Pair<V> {
         V::store_int(i.0, a);
         V::store_int(i.1, b);
     }
+    #[inline(always)]
+    fn sext8(i: Self::Int) -> Self::Int {
+        (V::sext8(i.0), V::sext8(i.1))
+    }
+    #[inline(always)]
+    fn store_u8(i: Self::Int, s: &mut [u8]) {
+        let (a, b) = s[..2 * V::N].split_at_mut(V::N);
+        V::store_u8(i.0, a);
+        V::store_u8(i.1, b);
+    }
+    #[inline(always)]
+    fn test_int(i: Self::Int, bits: i32) -> Self::Mask {
+        (V::test_int(i.0, bits), V::test_int(i.1, bits))
+    }
+    #[inline(always)]
+    fn mask_bits(m: Self::Mask) -> u64 {
+        V::mask_bits(m.0) | V::mask_bits(m.1) << V::N
+    }
+    #[inline(always)]
+    fn store_f16(self, s: &mut [u16]) {
+        let (a, b) = s[..2 * V::N].split_at_mut(V::N);
+        self.0.store_f16(a);
+        self.1.store_f16(b);
+    }
 }
 
 /// Lanes built from a function of the lane index.
@@ -193,15 +223,15 @@ pub(crate) fn from_fn<V: Lanes>(f: impl Fn(usize) -> f32) -> V {
 }
 
 /// `f32::round` per lane (half away from zero), from exact operations: the fraction
-/// `v - trunc(v)` is exact, and a step of one away from zero is added when it is at
-/// least one half.
+/// `f = v - trunc(v)` is exact, so is `2f`, and `trunc(2f)` is the step of one away from
+/// zero (or none) that rounding adds. The sum is exact: a nonzero step only happens
+/// below 2^23, where integers are spaced by one. Non-finite lanes give NaN, which C's
+/// `(int)` turns into `INT_MIN` as it does the infinity `roundf` would return.
 #[inline(always)]
 pub(crate) fn round_half_away<V: Lanes>(v: V) -> V {
     let t = v.trunc();
-    let frac = v.sub(t).abs();
-    let up = frac.ge(V::splat(0.5));
-    let step = V::select(v.lt(V::splat(0.0)), V::splat(-1.0), V::splat(1.0));
-    V::select(up, t.add(step), t)
+    let f = v.sub(t);
+    t.add(f.add(f).trunc())
 }
 
 /// The absolute maximum of `x` (a whole number of vectors), starting from 0. Order does
@@ -246,4 +276,38 @@ pub(crate) fn transpose16<V: Lanes>(x: &[f32], count: usize) -> [V; 16] {
         *o = V::load(row);
     }
     out
+}
+
+/// Checks of the operations whose ISA implementations are not plain IEEE arithmetic, run
+/// from each ISA's test module inside its target features.
+#[cfg(test)]
+pub(crate) mod checks {
+    use super::{Lanes, MAX_LANES};
+    use crate::num::fp32_to_fp16;
+
+    /// `store_f16` against ggml's software rounding: every 251st f32 bit pattern, and
+    /// every fp16 value's f32 neighbours and the midpoints between consecutive fp16
+    /// values (the ties) with their neighbours.
+    #[inline(always)]
+    pub(crate) fn store_f16<V: Lanes>() {
+        let mut values: Vec<f32> = (0..=u32::MAX).step_by(251).map(f32::from_bits).collect();
+        for h in 0..0x7C00u16 {
+            let lo = crate::num::fp16_to_fp32(h);
+            let hi = crate::num::fp16_to_fp32(h + 1);
+            let mid = ((f64::from(lo) + f64::from(hi)) / 2.0) as f32;
+            for v in [lo, mid, -lo, -mid] {
+                let b = v.to_bits();
+                values.extend([b.wrapping_sub(1), b, b.wrapping_add(1)].map(f32::from_bits));
+            }
+        }
+        values.retain(|v| v.is_finite());
+        let mut halves = [0u16; MAX_LANES];
+        for chunk in values.chunks_exact(V::N) {
+            V::load(chunk).store_f16(&mut halves);
+            for (&v, &h) in chunk.iter().zip(&halves) {
+                assert_eq!(h, fp32_to_fp16(v), "fp16 of {v:e} ({:#010x})", v.to_bits());
+            }
+        }
+        assert!(values.len() > 17_000_000, "only {} values", values.len());
+    }
 }

@@ -10,7 +10,7 @@
 pub(crate) mod kquant;
 pub(crate) mod lanes;
 pub(crate) mod q6_k;
-pub(crate) mod q8_0;
+pub(crate) mod q_0;
 pub(crate) mod scale_min;
 pub(crate) mod tq2_0;
 
@@ -22,7 +22,10 @@ use lanes::Lanes;
 /// and narrowing of whole models).
 pub(crate) fn has_path(ty: GgmlType) -> bool {
     use GgmlType::*;
-    matches!(ty, F16 | BF16 | Q4_K | Q5_K | Q6_K | Q8_0 | TQ2_0)
+    matches!(
+        ty,
+        F16 | BF16 | Q4_0 | Q5_0 | Q4_K | Q5_K | Q6_K | Q8_0 | TQ2_0
+    )
 }
 
 /// Quantizes one row of a type for which [`has_path`] holds, as `scalar::quantize_row`.
@@ -33,6 +36,16 @@ pub(crate) fn quantize_row<V: Lanes>(ty: GgmlType, x: &[f32], w: Option<&[f32]>,
         // Element-wise conversions: the scalar code, vectorized by the compiler here.
         F16 => scalar::float::quantize_f16(x, y),
         BF16 => scalar::float::quantize_bf16(x, y),
+        // With an importance matrix ggml runs `make_qx_quants` per block: the scalar
+        // code, compiled here.
+        Q4_0 => match w {
+            None => q_0::quantize_q4_0::<V>(x, bytemuck::cast_slice_mut(y)),
+            Some(_) => scalar::q4_0::quantize_row(x, w, bytemuck::cast_slice_mut(y)),
+        },
+        Q5_0 => match w {
+            None => q_0::quantize_q5_0::<V>(x, bytemuck::cast_slice_mut(y)),
+            Some(_) => scalar::q5_0::quantize_row(x, w, bytemuck::cast_slice_mut(y)),
+        },
         Q4_K => {
             let blocks = bytemuck::cast_slice_mut(y);
             scale_min::quantize_row::<V>(x, w, &scalar::q4_k::FORMAT, |b, sb| {
@@ -46,7 +59,7 @@ pub(crate) fn quantize_row<V: Lanes>(ty: GgmlType, x: &[f32], w: Option<&[f32]>,
             });
         }
         Q6_K => q6_k::quantize_row::<V>(x, w, bytemuck::cast_slice_mut(y)),
-        Q8_0 => q8_0::quantize_row::<V>(x, bytemuck::cast_slice_mut(y)),
+        Q8_0 => q_0::quantize_q8_0::<V>(x, bytemuck::cast_slice_mut(y)),
         TQ2_0 => tq2_0::quantize_row::<V>(x, bytemuck::cast_slice_mut(y)),
         _ => unreachable!("no SIMD quantizer for {ty}; checked by has_path"),
     }
@@ -59,6 +72,8 @@ pub(crate) fn dequantize(ty: GgmlType, x: &[u8], y: &mut [f32]) {
     match ty {
         F16 => scalar::float::dequantize_f16(x, y),
         BF16 => scalar::float::dequantize_bf16(x, y),
+        Q4_0 => scalar::q4_0::dequantize_row(bytemuck::cast_slice(x), y),
+        Q5_0 => scalar::q5_0::dequantize_row(bytemuck::cast_slice(x), y),
         Q4_K => scalar::q4_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q5_K => scalar::q5_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q6_K => scalar::q6_k::dequantize_row(bytemuck::cast_slice(x), y),

@@ -12,7 +12,7 @@ pub(crate) struct Avx2(__m256);
 pub(crate) struct Avx2Int(__m256i);
 
 // SAFETY (every `unsafe` block below): an `Avx2` value exists only inside functions that
-// run with AVX2 enabled (the `#[target_feature(enable = "avx2")]` entry points generated
+// run with AVX2 enabled (the `#[target_feature(enable = "avx2,f16c")]` entry points generated
 // by `simd_entry_points!`, reached only through a `Codec` that checked the CPU), so the
 // AVX/AVX2 intrinsics are available; loads and stores go through slices whose length is
 // checked first.
@@ -112,11 +112,6 @@ impl Lanes for Avx2 {
         unsafe { _mm256_cmp_ps::<_CMP_GT_OQ>(self.0, o.0) }
     }
     #[inline(always)]
-    fn ge(self, o: Self) -> __m256 {
-        // SAFETY: see the impl comment.
-        unsafe { _mm256_cmp_ps::<_CMP_GE_OQ>(self.0, o.0) }
-    }
-    #[inline(always)]
     fn eq(self, o: Self) -> __m256 {
         // SAFETY: see the impl comment.
         unsafe { _mm256_cmp_ps::<_CMP_EQ_OQ>(self.0, o.0) }
@@ -172,6 +167,71 @@ impl Lanes for Avx2 {
         // SAFETY: see the impl comment; `s` holds 8 ints.
         unsafe { _mm256_storeu_si256(s.as_mut_ptr().cast(), i.0) }
     }
+    #[inline(always)]
+    fn sext8(i: Avx2Int) -> Avx2Int {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2Int(_mm256_srai_epi32::<24>(_mm256_slli_epi32::<24>(i.0))) }
+    }
+    #[inline(always)]
+    fn store_u8(i: Avx2Int, s: &mut [u8]) {
+        let s = &mut s[..8];
+        // SAFETY: see the impl comment; `s` holds 8 bytes. The shuffle gathers each
+        // 128-bit half's low bytes into its first four bytes; the permute joins them.
+        unsafe {
+            let bytes = _mm256_shuffle_epi8(
+                i.0,
+                _mm256_setr_epi8(
+                    0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                ),
+            );
+            let joined =
+                _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+            _mm_storel_epi64(s.as_mut_ptr().cast(), _mm256_castsi256_si128(joined))
+        }
+    }
+    #[inline(always)]
+    fn test_int(i: Avx2Int, bits: i32) -> __m256 {
+        // SAFETY: see the impl comment.
+        unsafe {
+            let b = _mm256_set1_epi32(bits);
+            _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(i.0, b), b))
+        }
+    }
+    #[inline(always)]
+    fn mask_bits(m: __m256) -> u64 {
+        // SAFETY: see the impl comment.
+        unsafe { _mm256_movemask_ps(m) as u32 as u64 }
+    }
+    #[inline(always)]
+    fn store_f16(self, s: &mut [u16]) {
+        let s = &mut s[..8];
+        // SAFETY: see the impl comment (the AVX2 entry points also enable F16C, which the
+        // dispatcher checks); `s` holds 8 halves. vcvtps2ph with round to nearest even is
+        // IEEE's conversion, as ggml's software one is for finite values.
+        unsafe {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(self.0);
+            _mm_storeu_si128(s.as_mut_ptr().cast(), h)
+        }
+    }
 }
 
-crate::simd::simd_entry_points!(Avx2, "avx2");
+crate::simd::simd_entry_points!(Avx2, "avx2,f16c");
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn store_f16_rounds_as_ggml() {
+        if !crate::Isa::Avx2.is_supported() {
+            eprintln!("SKIPPED: this CPU does not support avx2");
+            return;
+        }
+        // SAFETY: the CPU supports the features `check` enables.
+        unsafe { check() }
+    }
+
+    #[target_feature(enable = "avx2,f16c")]
+    fn check() {
+        crate::simd::lanes::checks::store_f16::<super::Avx2>();
+    }
+}

@@ -102,11 +102,6 @@ impl Lanes for Avx512 {
         unsafe { _mm512_cmp_ps_mask::<_CMP_GT_OQ>(self.0, o.0) }
     }
     #[inline(always)]
-    fn ge(self, o: Self) -> __mmask16 {
-        // SAFETY: see the impl comment.
-        unsafe { _mm512_cmp_ps_mask::<_CMP_GE_OQ>(self.0, o.0) }
-    }
-    #[inline(always)]
     fn eq(self, o: Self) -> __mmask16 {
         // SAFETY: see the impl comment.
         unsafe { _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(self.0, o.0) }
@@ -160,6 +155,57 @@ impl Lanes for Avx512 {
         // SAFETY: see the impl comment; `s` holds 16 ints.
         unsafe { _mm512_storeu_si512(s.as_mut_ptr().cast(), i.0) }
     }
+    #[inline(always)]
+    fn sext8(i: Avx512Int) -> Avx512Int {
+        // SAFETY: see the impl comment.
+        unsafe { Avx512Int(_mm512_srai_epi32::<24>(_mm512_slli_epi32::<24>(i.0))) }
+    }
+    #[inline(always)]
+    fn store_u8(i: Avx512Int, s: &mut [u8]) {
+        let s = &mut s[..16];
+        // SAFETY: see the impl comment; `s` holds 16 bytes. vpmovdb truncates.
+        unsafe { _mm_storeu_si128(s.as_mut_ptr().cast(), _mm512_cvtepi32_epi8(i.0)) }
+    }
+    #[inline(always)]
+    fn test_int(i: Avx512Int, bits: i32) -> __mmask16 {
+        // SAFETY: see the impl comment.
+        unsafe {
+            let b = _mm512_set1_epi32(bits);
+            _mm512_cmpeq_epi32_mask(_mm512_and_si512(i.0, b), b)
+        }
+    }
+    #[inline(always)]
+    fn mask_bits(m: __mmask16) -> u64 {
+        u64::from(m)
+    }
+    #[inline(always)]
+    fn store_f16(self, s: &mut [u16]) {
+        let s = &mut s[..16];
+        // SAFETY: see the impl comment; `s` holds 16 halves. vcvtps2ph with round to
+        // nearest even is IEEE's conversion, as ggml's software one is for finite values.
+        unsafe {
+            let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self.0);
+            _mm256_storeu_si256(s.as_mut_ptr().cast(), h)
+        }
+    }
 }
 
 crate::simd::simd_entry_points!(Avx512, "avx512f,avx512bw,avx512vl,avx2");
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn store_f16_rounds_as_ggml() {
+        if !crate::Isa::Avx512.is_supported() {
+            eprintln!("SKIPPED: this CPU does not support avx512");
+            return;
+        }
+        // SAFETY: the CPU supports the features `check` enables.
+        unsafe { check() }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+    fn check() {
+        crate::simd::lanes::checks::store_f16::<super::Avx512>();
+    }
+}

@@ -1,0 +1,152 @@
+//! q4_0, q5_0 and q8_0 over elements, with the per-block scales computed for a vector of
+//! blocks at once: mirrors `scalar::q4_0::quantize_ref` (`quantize_row_q4_0_ref`),
+//! `scalar::q5_0::quantize_ref` and `scalar::q8_0::quantize_row`.
+//!
+//! Each block's statistic (absolute maximum, or the first value of largest magnitude) is
+//! a maximum, independent of order; the scale `d = m / divisor`, its inverse and its fp16
+//! rounding are then one lane per block, the same IEEE operations as the scalar code.
+
+use super::lanes::{Lanes, MAX_LANES, abs_max, round_half_away};
+use crate::blocks::{BlockQ4_0, BlockQ5_0, BlockQ8_0};
+use crate::num::F16Le;
+
+const QK: usize = 32;
+
+/// The fp16 scales `m / divisor` and the inverses `1 / d` (0 where `d` is 0) of the blocks
+/// whose statistics are in `m`.
+#[inline(always)]
+fn scales<V: Lanes>(
+    m: &[f32; MAX_LANES],
+    divisor: f32,
+    d_bits: &mut [u16; MAX_LANES],
+    ids: &mut [f32; MAX_LANES],
+) {
+    let zero = V::splat(0.0);
+    let d = V::load(m).div(V::splat(divisor));
+    let id = V::select(d.eq(zero), zero, V::splat(1.0).div(d));
+    d.store_f16(d_bits);
+    id.store(ids);
+}
+
+/// The first value of largest magnitude in `xb` (32 values), 0 if all are zero: the
+/// `if (amax < fabsf(v)) { amax = fabsf(v); max = v; }` scan of the `_0` quantizers.
+#[inline(always)]
+fn signed_max<V: Lanes>(xb: &[f32]) -> f32 {
+    let amax = abs_max::<V>(xb);
+    if amax == 0.0 {
+        return 0.0;
+    }
+    let a = V::splat(amax);
+    for c in xb.chunks_exact(V::N) {
+        let hits = V::mask_bits(V::load(c).abs().eq(a));
+        if hits != 0 {
+            return c[hits.trailing_zeros() as usize];
+        }
+    }
+    unreachable!("the absolute maximum is one of the values")
+}
+
+/// `quantize_row_q8_0_ref`: the absolute maximum maps to 127, each value is
+/// `roundf(x * id)` cast to `int8_t` as C does.
+#[inline(always)]
+pub(crate) fn quantize_q8_0<V: Lanes>(x: &[f32], y: &mut [BlockQ8_0]) {
+    let mut m = [0.0f32; MAX_LANES];
+    let mut d_bits = [0u16; MAX_LANES];
+    let mut ids = [0.0f32; MAX_LANES];
+    for (xg, yg) in x.chunks(QK * V::N).zip(y.chunks_mut(V::N)) {
+        for (mb, xb) in m.iter_mut().zip(xg.chunks_exact(QK)) {
+            *mb = abs_max::<V>(xb);
+        }
+        scales::<V>(&m, 127.0, &mut d_bits, &mut ids);
+        for (b, (block, xb)) in yg.iter_mut().zip(xg.chunks_exact(QK)).enumerate() {
+            block.d = F16Le::from_bits(d_bits[b]);
+            let id = V::splat(ids[b]);
+            let qs: &mut [u8; QK] = bytemuck::cast_mut(&mut block.qs);
+            for (xs, qs) in xb.chunks_exact(V::N).zip(qs.chunks_exact_mut(V::N)) {
+                V::store_u8(round_half_away(V::load(xs).mul(id)).c_int(), qs);
+            }
+        }
+    }
+}
+
+/// The codes `MIN(max_code, (int8_t)(x * id + offset))` of one block, as bytes, and the
+/// bits of the codes that have bit 4 set (for q5_0's `qh`).
+#[inline(always)]
+fn offset_codes<V: Lanes>(
+    xb: &[f32],
+    id: f32,
+    offset: f32,
+    max_code: i32,
+    codes: &mut [u8; QK],
+) -> u32 {
+    let (id, offset) = (V::splat(id), V::splat(offset));
+    let mut high = 0u64;
+    for (k, (xs, cs)) in xb
+        .chunks_exact(V::N)
+        .zip(codes.chunks_exact_mut(V::N))
+        .enumerate()
+    {
+        let q = V::clamp_int(
+            V::sext8(V::load(xs).mul(id).add(offset).c_int()),
+            i32::MIN,
+            max_code,
+        );
+        V::store_u8(q, cs);
+        high |= V::mask_bits(V::test_int(q, 0x10)) << (k * V::N);
+    }
+    high as u32
+}
+
+/// Bytes holding the low nibble of `lo[j]` and, above it, the low nibble of `hi[j]`.
+#[inline(always)]
+fn nibbles(codes: &[u8; QK], mask_lo: bool) -> [u8; QK / 2] {
+    const LOW: u128 = u128::from_le_bytes([0x0F; 16]);
+    let lo = u128::from_le_bytes(codes[..16].try_into().expect("16 bytes"));
+    let hi = u128::from_le_bytes(codes[16..].try_into().expect("16 bytes"));
+    let lo = if mask_lo { lo & LOW } else { lo };
+    (lo | ((hi & LOW) << 4)).to_le_bytes()
+}
+
+/// `quantize_row_q4_0_ref`: the first value of largest magnitude maps to -8; codes are
+/// `MIN(15, (int8_t)(x * id + 8.5f))`, two per byte (element j low, j + 16 high).
+#[inline(always)]
+pub(crate) fn quantize_q4_0<V: Lanes>(x: &[f32], y: &mut [BlockQ4_0]) {
+    let mut m = [0.0f32; MAX_LANES];
+    let mut d_bits = [0u16; MAX_LANES];
+    let mut ids = [0.0f32; MAX_LANES];
+    let mut codes = [0u8; QK];
+    for (xg, yg) in x.chunks(QK * V::N).zip(y.chunks_mut(V::N)) {
+        for (mb, xb) in m.iter_mut().zip(xg.chunks_exact(QK)) {
+            *mb = signed_max::<V>(xb);
+        }
+        scales::<V>(&m, -8.0, &mut d_bits, &mut ids);
+        for (b, (block, xb)) in yg.iter_mut().zip(xg.chunks_exact(QK)).enumerate() {
+            block.d = F16Le::from_bits(d_bits[b]);
+            offset_codes::<V>(xb, ids[b], 8.5, 15, &mut codes);
+            // `qs[j] = xi0 | (xi1 << 4)` in bytes: the low code is not masked.
+            block.qs = nibbles(&codes, false);
+        }
+    }
+}
+
+/// `quantize_row_q5_0_ref`: the first value of largest magnitude maps to -16; codes are
+/// `MIN(31, (int8_t)(x * id + 16.5f))`, low nibbles two per byte, fifth bits in `qh`.
+#[inline(always)]
+pub(crate) fn quantize_q5_0<V: Lanes>(x: &[f32], y: &mut [BlockQ5_0]) {
+    let mut m = [0.0f32; MAX_LANES];
+    let mut d_bits = [0u16; MAX_LANES];
+    let mut ids = [0.0f32; MAX_LANES];
+    let mut codes = [0u8; QK];
+    for (xg, yg) in x.chunks(QK * V::N).zip(y.chunks_mut(V::N)) {
+        for (mb, xb) in m.iter_mut().zip(xg.chunks_exact(QK)) {
+            *mb = signed_max::<V>(xb);
+        }
+        scales::<V>(&m, -16.0, &mut d_bits, &mut ids);
+        for (b, (block, xb)) in yg.iter_mut().zip(xg.chunks_exact(QK)).enumerate() {
+            block.d = F16Le::from_bits(d_bits[b]);
+            let high = offset_codes::<V>(xb, ids[b], 16.5, 31, &mut codes);
+            block.qs = nibbles(&codes, true);
+            block.qh = high.to_le_bytes();
+        }
+    }
+}

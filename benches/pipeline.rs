@@ -41,7 +41,9 @@ fn pipeline(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let out = dir.path().join("out.gguf");
 
-    let name = input.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let name = input
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let mut g = c.benchmark_group(format!("quantize {name} to {preset}"));
     g.sample_size(10);
     g.throughput(Throughput::Bytes(bytes));

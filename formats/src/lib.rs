@@ -7,4 +7,5 @@
 
 pub mod gguf;
 pub mod output;
+mod pages;
 pub mod safetensors;

@@ -7,6 +7,9 @@
 //! neighbours); `prefetch` reads exactly one tensor ahead; `release` drops a tensor's pages
 //! from the process (its resident set, per /proc/self/smaps).
 
+mod mapping_rss;
+
+use mapping_rss::mapping_rss_kib;
 use quantforge_formats::gguf::{GgufBuilder, GgufFile, TensorView};
 use quantforge_kernels::GgmlType;
 use std::os::fd::AsRawFd;
@@ -133,9 +136,9 @@ fn mmap_reads_only_what_is_asked_for() {
     );
 
     // Release: the tensor's pages leave this process's resident set.
-    let rss_before = mapping_rss_kib(&file);
+    let rss_before = mapping_rss_kib(file.bytes().as_ptr());
     file.release(&t5).unwrap();
-    let rss_after = mapping_rss_kib(&file);
+    let rss_after = mapping_rss_kib(file.bytes().as_ptr());
     assert!(
         rss_before - rss_after >= (TENSOR_BYTES / 1024) as u64 - 8,
         "release dropped {} KiB of {} KiB",
@@ -144,24 +147,4 @@ fn mmap_reads_only_what_is_asked_for() {
     );
     // The view still reads correctly afterwards.
     assert!(t5.data().iter().all(|&b| b == 6));
-}
-
-/// Resident KiB of the mapping holding `file`, from /proc/self/smaps.
-fn mapping_rss_kib(file: &GgufFile) -> u64 {
-    let base = file.bytes().as_ptr() as usize;
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let mut in_mapping = false;
-    for line in smaps.lines() {
-        if let Some((range, _)) = line.split_once(' ')
-            && let Some((lo, _)) = range.split_once('-')
-            && let Ok(lo) = usize::from_str_radix(lo, 16)
-        {
-            in_mapping = lo == base;
-            continue;
-        }
-        if in_mapping && let Some(rest) = line.strip_prefix("Rss:") {
-            return rest.trim().trim_end_matches("kB").trim().parse().unwrap();
-        }
-    }
-    panic!("mapping at {base:#x} not found in /proc/self/smaps");
 }

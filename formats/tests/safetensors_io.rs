@@ -2,8 +2,12 @@
 //! dtype), stream frames, the streamed positional writer from several threads, atomic
 //! replacement, and slicing against a naive gather.
 
+#[cfg(target_os = "linux")]
+mod mapping_rss;
 mod st_common;
 
+#[cfg(target_os = "linux")]
+use mapping_rss::mapping_rss_kib;
 use proptest::prelude::*;
 use quantforge_formats::safetensors::{
     Dtype, Error, FileWriter, Layout, Order, SafeTensors, TensorSpec, TensorView, serialize,
@@ -268,4 +272,38 @@ fn decoding_goes_through_the_exact_converters() {
         err.to_string().contains("tensor `i`: cannot decode I32"),
         "{err}"
     );
+}
+
+/// `prefetch` and `release` on a mapped file: released pages leave the resident set and
+/// read back unchanged; bytes from elsewhere are refused; a file in memory ignores hints.
+#[cfg(target_os = "linux")]
+#[test]
+fn mapped_pages_are_prefetched_and_released_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pages.safetensors");
+    let data = vec![7u8; 4 << 20];
+    let view = TensorView::new("w", Dtype::U8, vec![data.len()], &data).unwrap();
+    write_file(&path, [view], None, Order::Canonical).unwrap();
+
+    let file = SafeTensors::mmap(&path).unwrap();
+    let w = file.tensor("w").unwrap();
+    file.prefetch(w.data()).unwrap();
+    assert!(w.data().iter().all(|&b| b == 7));
+    let base = file.as_bytes().as_ptr();
+    let before = mapping_rss_kib(base);
+    file.release(w.data()).unwrap();
+    let after = mapping_rss_kib(base);
+    assert!(
+        before - after >= (4 << 10) - 8,
+        "release dropped {} KiB of 4096 KiB",
+        before - after
+    );
+    assert!(w.data().iter().all(|&b| b == 7));
+
+    let elsewhere = vec![7u8; 16];
+    assert!(file.release(&elsewhere).is_err());
+    assert!(file.prefetch(&elsewhere).is_err());
+    let in_memory = SafeTensors::read(&path).unwrap();
+    let w = in_memory.tensor("w").unwrap();
+    in_memory.release(w.data()).unwrap();
 }

@@ -10,7 +10,7 @@ use super::error::{GgufError, Result};
 use super::header::{GgufHeader, Layout};
 use super::metadata::Metadata;
 use super::tensor::{TensorInfo, TensorView};
-use memmap2::{Advice, Mmap, UncheckedAdvice};
+use memmap2::{Advice, Mmap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -194,7 +194,7 @@ impl GgufFile {
         let Some(map) = self.mapped_range(offset, len)? else {
             return Ok(());
         };
-        map.advise_range(Advice::WillNeed, offset as usize, len)
+        crate::pages::prefetch(map, offset as usize, len)
             .map_err(|e| self.io_error("madvise(WILLNEED)", e))
     }
 
@@ -203,12 +203,8 @@ impl GgufFile {
         let Some(map) = self.mapped_range(offset, len)? else {
             return Ok(());
         };
-        // SAFETY: the mapping is a read-only, file-backed private mapping that this
-        // process never writes to, so no page holds anything but the file's bytes; after
-        // MADV_DONTNEED a later access faults the same bytes in from the file. Borrowed
-        // slices into the map stay valid (the mapping is not removed). The range was
-        // checked to lie within the mapping.
-        unsafe { map.unchecked_advise_range(UncheckedAdvice::DontNeed, offset as usize, len) }
+        // SAFETY: `map` is this file's read-only mapping, made by `Mmap::map` in `open`.
+        unsafe { crate::pages::release(map, offset as usize, len) }
             .map_err(|e| self.io_error("madvise(DONTNEED)", e))
     }
 

@@ -12,19 +12,33 @@ use super::tensor::TensorInfo;
 use crate::output::parent_dir;
 use quantforge_kernels::GgmlType;
 use std::borrow::Cow;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Zero bytes for padding, written in pieces of at most this size.
 const ZEROS: [u8; 4096] = [0; 4096];
 
+/// Bytes collected before they are handed to the writing thread.
+const WRITE_BUFFER: usize = 4 << 20;
+/// Buffers queued for the writing thread beyond the one it is writing.
+const QUEUED_BUFFERS: usize = 2;
+
 /// A file written under a temporary name in its target's directory, then flushed,
 /// fsynced and renamed over the target by [`AtomicFile::commit`]. Dropped without a
 /// commit (an error, a panic), the temporary file is deleted: the target is never left
 /// half-written.
+///
+/// The writes themselves run on a thread of their own, a few MiB behind the caller, so
+/// producing the data and copying it into the page cache overlap; on Linux that thread
+/// also starts the writeback of each piece as soon as it is written, so the final fsync
+/// waits for little and dirty pages never pile up. Memory stays at a few buffers of
+/// 4 MiB whatever the file size.
 pub struct AtomicFile {
     path: PathBuf,
-    out: BufWriter<tempfile::NamedTempFile>,
+    buf: Vec<u8>,
+    to_writer: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    recycled: std::sync::mpsc::Receiver<Vec<u8>>,
+    writer: Option<std::thread::JoinHandle<std::io::Result<tempfile::NamedTempFile>>>,
 }
 
 impl AtomicFile {
@@ -39,9 +53,18 @@ impl AtomicFile {
             )
             .in_file(&path)
         })?;
+        let (to_writer, from_caller) = std::sync::mpsc::sync_channel::<Vec<u8>>(QUEUED_BUFFERS);
+        let (give_back, recycled) = std::sync::mpsc::channel();
+        let writer = std::thread::Builder::new()
+            .name("quantforge-writer".into())
+            .spawn(move || write_buffers(tmp, from_caller, give_back))
+            .map_err(|e| GgufError::io("cannot start the writing thread", e).in_file(&path))?;
         Ok(AtomicFile {
             path,
-            out: BufWriter::with_capacity(1 << 20, tmp),
+            buf: Vec::with_capacity(WRITE_BUFFER),
+            to_writer: Some(to_writer),
+            recycled,
+            writer: Some(writer),
         })
     }
 
@@ -50,15 +73,48 @@ impl AtomicFile {
         &self.path
     }
 
+    /// Hands the collected bytes to the writing thread; an error if it has stopped (its
+    /// own error, once joined).
+    fn hand_over(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let next = self
+            .recycled
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(WRITE_BUFFER));
+        let full = std::mem::replace(&mut self.buf, next);
+        let sent = match &self.to_writer {
+            Some(tx) => tx.send(full).is_ok(),
+            None => false,
+        };
+        if sent {
+            Ok(())
+        } else {
+            Err(self.stop().err().unwrap_or_else(|| {
+                std::io::Error::other("the writing thread stopped without an error")
+            }))
+        }
+    }
+
+    /// Ends the writing thread and returns the file it wrote, or its error.
+    fn stop(&mut self) -> std::io::Result<tempfile::NamedTempFile> {
+        self.to_writer = None;
+        match self.writer.take() {
+            Some(handle) => handle
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the writing thread panicked"))),
+            None => Err(std::io::Error::other("the file was already closed")),
+        }
+    }
+
     /// Flushes, fsyncs and renames the file into place, then fsyncs the directory so the
     /// rename is durable too.
-    pub fn commit(self) -> Result<()> {
-        let path = self.path;
+    pub fn commit(mut self) -> Result<()> {
+        let path = self.path.clone();
         let fail = |what: &str, e: std::io::Error| GgufError::io(what, e).in_file(&path);
-        let tmp = self
-            .out
-            .into_inner()
-            .map_err(|e| fail("cannot write", e.into_error()))?;
+        self.hand_over().map_err(|e| fail("cannot write", e))?;
+        let tmp = self.stop().map_err(|e| fail("cannot write", e))?;
         tmp.as_file()
             .sync_all()
             .map_err(|e| fail("cannot fsync", e))?;
@@ -72,17 +128,73 @@ impl AtomicFile {
     }
 }
 
+/// The writing thread: writes each buffer in order, starts its writeback, gives the
+/// buffer back; returns the file when the caller hangs up, or the first error.
+fn write_buffers(
+    mut tmp: tempfile::NamedTempFile,
+    from_caller: std::sync::mpsc::Receiver<Vec<u8>>,
+    give_back: std::sync::mpsc::Sender<Vec<u8>>,
+) -> std::io::Result<tempfile::NamedTempFile> {
+    let mut offset = 0u64;
+    for mut buf in from_caller {
+        tmp.as_file_mut().write_all(&buf)?;
+        start_writeback(tmp.as_file(), offset, buf.len() as u64);
+        offset += buf.len() as u64;
+        buf.clear();
+        // The caller may be gone already (an error on its side); nothing to do then.
+        let _ = give_back.send(buf);
+    }
+    Ok(tmp)
+}
+
+/// Asks the kernel to start writing `len` bytes at `offset` to disk without waiting
+/// (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`); a hint, so failures are ignored.
+#[cfg(target_os = "linux")]
+fn start_writeback(file: &std::fs::File, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return;
+    };
+    // SAFETY: a plain system call on a file descriptor this thread owns; it reads no
+    // memory of ours.
+    unsafe {
+        libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start_writeback(_file: &std::fs::File, _offset: u64, _len: u64) {}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        // Not committed: end the thread; the temporary file is deleted as it drops.
+        let _ = self.stop();
+    }
+}
+
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.out.write(buf)
+        self.write_all(buf)?;
+        Ok(buf.len())
     }
 
-    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        self.out.write_all(buf)
+    fn write_all(&mut self, mut data: &[u8]) -> std::io::Result<()> {
+        while !data.is_empty() {
+            let room = WRITE_BUFFER.saturating_sub(self.buf.len()).max(1);
+            let (now, rest) = data.split_at(room.min(data.len()));
+            self.buf.extend_from_slice(now);
+            data = rest;
+            if self.buf.len() >= WRITE_BUFFER {
+                self.hand_over()?;
+            }
+        }
+        Ok(())
     }
 
+    /// Hands what is collected to the writing thread (it reaches the file in order;
+    /// [`AtomicFile::commit`] waits for all of it).
     fn flush(&mut self) -> std::io::Result<()> {
-        self.out.flush()
+        self.hand_over()
     }
 }
 

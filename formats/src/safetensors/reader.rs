@@ -158,6 +158,51 @@ impl<'a> SafeTensors<'a> {
         Ok(self.view(info))
     }
 
+    /// Asks the kernel to start reading `bytes`, a part of this file such as some rows of
+    /// one of its tensor views (`MADV_WILLNEED`). A no-op unless the file is mapped.
+    pub fn prefetch(&self, bytes: &[u8]) -> Result<()> {
+        match self.mapped(bytes)? {
+            Some((map, offset)) => crate::pages::prefetch(map, offset, bytes.len())
+                .map_err(|e| Error::io("madvise(WILLNEED)", e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Lets the pages of `bytes`, a part of this file, leave the resident set
+    /// (`MADV_DONTNEED`); reading them again is still correct, they come back from the
+    /// file. A no-op unless the file is mapped.
+    pub fn release(&self, bytes: &[u8]) -> Result<()> {
+        match self.mapped(bytes)? {
+            // SAFETY: `map` is this file's read-only mapping, made by `Mmap::map` in
+            // `mmap_file`.
+            Some((map, offset)) => unsafe { crate::pages::release(map, offset, bytes.len()) }
+                .map_err(|e| Error::io("madvise(DONTNEED)", e)),
+            None => Ok(()),
+        }
+    }
+
+    /// The mapping and the offset of `bytes` in it, when the file is mapped and `bytes`
+    /// is not empty; an error when `bytes` is not part of the mapping.
+    fn mapped(&self, bytes: &[u8]) -> Result<Option<(&Mmap, usize)>> {
+        let Storage::Mapped(map) = &self.storage else {
+            return Ok(None);
+        };
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        let start = (bytes.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
+        if start >= map.len() || map.len() - start < bytes.len() {
+            return Err(Error::io(
+                "madvise",
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("{} bytes that are not part of this file", bytes.len()),
+                ),
+            ));
+        }
+        Ok(Some((map, start)))
+    }
+
     /// The whole file (or frame): length, header, data.
     pub fn as_bytes(&self) -> &[u8] {
         self.storage.bytes()

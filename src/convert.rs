@@ -62,28 +62,10 @@ pub struct Converted {
 pub fn safetensors_to_gguf(input: &Path, output: &Path) -> Result<Converted> {
     let model = ModelFolder::open(input)?;
     let metadata = model.metadata().unwrap_or(&[]);
-    let lookup = |key: &str| metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v);
-    let block_types = match lookup(KEY_GGML_TYPES) {
-        Some(json) => parse_ggml_types(json)?,
-        None => HashMap::new(),
-    };
+    let block_types = ggml_block_types(metadata)?;
     let mut builder = GgufBuilder::new();
-    let restored = match lookup(KEY_GGUF_METADATA) {
-        Some(record) => restore_gguf_metadata(&mut builder, record, metadata)?,
-        None => false,
-    };
+    let restored = gguf_keys_from_safetensors(&mut builder, metadata)?;
     if !restored {
-        for (key, value) in metadata {
-            if key == KEY_GGML_TYPES || key == KEY_GGUF_METADATA {
-                continue;
-            }
-            ensure!(
-                key != KEY_SAFETENSORS_HEADER && key != KEY_ALIGNMENT && !key.starts_with("split."),
-                "__metadata__ key `{key}` would clash with a GGUF key this conversion or GGUF \
-                 itself defines"
-            );
-            builder.metadata_mut().set(key.as_str(), value.as_str())?;
-        }
         // The header to come back to: the file's own, or for shards, that of the one
         // canonical file they merge into (as `write_file` would make it).
         let merged;
@@ -117,16 +99,46 @@ pub fn safetensors_to_gguf(input: &Path, output: &Path) -> Result<Converted> {
     })
 }
 
+/// The ggml types of the U8 tensors that `__metadata__` lists under [`KEY_GGML_TYPES`]
+/// (none when the key is absent).
+pub(crate) fn ggml_block_types(metadata: &[(String, String)]) -> Result<HashMap<String, GgmlType>> {
+    match metadata.iter().find(|(k, _)| k == KEY_GGML_TYPES) {
+        Some((_, json)) => parse_ggml_types(json),
+        None => Ok(HashMap::new()),
+    }
+}
+
+/// Sets a GGUF's version and keys from safetensors `__metadata__`: rebuilt exactly from
+/// [`KEY_GGUF_METADATA`] when that record still describes the metadata (returns true),
+/// else each entry as a string key of the same name (returns false).
+pub(crate) fn gguf_keys_from_safetensors(
+    builder: &mut GgufBuilder<'_>,
+    metadata: &[(String, String)],
+) -> Result<bool> {
+    if let Some((_, record)) = metadata.iter().find(|(k, _)| k == KEY_GGUF_METADATA)
+        && restore_gguf_metadata(builder, record, metadata)?
+    {
+        return Ok(true);
+    }
+    for (key, value) in metadata {
+        if key == KEY_GGML_TYPES || key == KEY_GGUF_METADATA {
+            continue;
+        }
+        ensure!(
+            key != KEY_SAFETENSORS_HEADER && key != KEY_ALIGNMENT && !key.starts_with("split."),
+            "__metadata__ key `{key}` would clash with a GGUF key this conversion or GGUF \
+             itself defines"
+        );
+        builder.metadata_mut().set(key.as_str(), value.as_str())?;
+    }
+    Ok(false)
+}
+
 /// Converts the GGUF file (or split set, given its first part) at `input` to one
 /// safetensors file at `output` (replaced atomically).
 pub fn gguf_to_safetensors(input: &Path, output: &Path) -> Result<Converted> {
     let model = GgufModel::open(input)?;
-    let meta = model.metadata();
-    let recorded = meta
-        .get(KEY_SAFETENSORS_HEADER)
-        .and_then(Value::as_str)
-        .and_then(|text| st::Header::parse(text.as_bytes()).ok().map(|h| (text, h)));
-    let skip_split_keys = model.parts().len() > 1;
+    let recorded = recorded_header(&model);
 
     // Tensors: dtype and shape from the recorded header where it still fits, else from
     // the GGUF type.
@@ -163,44 +175,18 @@ pub fn gguf_to_safetensors(input: &Path, output: &Path) -> Result<Converted> {
         });
     }
 
-    // Metadata: string keys as they are; a record of everything else, unless the GGUF
-    // was itself made from safetensors (then its keys are that file's metadata).
-    let mut strings = Vec::new();
-    let mut record = Vec::new();
-    for (key, value) in meta.iter() {
-        if key == KEY_SAFETENSORS_HEADER || (skip_split_keys && key.starts_with("split.")) {
-            continue;
-        }
-        ensure!(
-            key != KEY_GGML_TYPES && key != KEY_GGUF_METADATA,
-            "GGUF key `{key}` would clash with this conversion's own metadata"
-        );
-        match value.as_str() {
-            Some(text) => {
-                strings.push((key.to_owned(), text.to_owned()));
-                record.push(json!([key]));
-            }
-            None => record.push(json!([key, value.value_type().name(), value_json(value)])),
-        }
-    }
-
+    let keys = GgufKeys::of(&model)?;
     let exact = recorded.as_ref().is_some_and(|(_, h)| {
         from_header == specs.len()
             && h.tensors().len() == specs.len()
             && block_types.is_empty()
-            && h.metadata().unwrap_or(&[]) == strings.as_slice()
-            && record.len() == strings.len()
+            && h.metadata().unwrap_or(&[]) == keys.strings.as_slice()
+            && keys.all_strings()
     });
     let layout = if let (true, Some((text, _))) = (exact, &recorded) {
         Layout::from_header_bytes(text.as_bytes())?
     } else {
-        let mut metadata = strings;
-        // A GGUF made from safetensors has only string keys; anything else is recorded.
-        if recorded.is_none() || record.len() != metadata.len() {
-            let version = model.parts().first().map_or(3, |p| p.header().version());
-            let record = json!({"version": version, "keys": record});
-            metadata.push((KEY_GGUF_METADATA.to_owned(), record.to_string()));
-        }
+        let mut metadata = keys.into_metadata(&model, recorded.is_some());
         if !block_types.is_empty() {
             metadata.push((
                 KEY_GGML_TYPES.to_owned(),
@@ -222,6 +208,75 @@ pub fn gguf_to_safetensors(input: &Path, output: &Path) -> Result<Converted> {
         data_bytes,
         restored: exact,
     })
+}
+
+/// The safetensors header a GGUF made from safetensors records, when it still parses.
+fn recorded_header(model: &GgufModel) -> Option<(&str, st::Header)> {
+    let text = model.metadata().get(KEY_SAFETENSORS_HEADER)?.as_str()?;
+    let header = st::Header::parse(text.as_bytes()).ok()?;
+    Some((text, header))
+}
+
+/// A GGUF's keys as safetensors `__metadata__` when the tensors are not the GGUF's own
+/// (so no recorded header can be reused): as [`gguf_to_safetensors`] writes them.
+pub(crate) fn safetensors_metadata_of_gguf(model: &GgufModel) -> Result<Vec<(String, String)>> {
+    let from_safetensors = recorded_header(model).is_some();
+    Ok(GgufKeys::of(model)?.into_metadata(model, from_safetensors))
+}
+
+/// A GGUF's keys on their way to `__metadata__`: the UTF-8 strings as they are, and a
+/// record of every key in order (strings by name, other values with their wire types).
+/// The recorded safetensors header and, for a split set, the `split.*` keys are left out.
+struct GgufKeys {
+    strings: Vec<(String, String)>,
+    record: Vec<Json>,
+}
+
+impl GgufKeys {
+    fn of(model: &GgufModel) -> Result<GgufKeys> {
+        let skip_split_keys = model.parts().len() > 1;
+        let mut keys = GgufKeys {
+            strings: Vec::new(),
+            record: Vec::new(),
+        };
+        for (key, value) in model.metadata().iter() {
+            if key == KEY_SAFETENSORS_HEADER || (skip_split_keys && key.starts_with("split.")) {
+                continue;
+            }
+            ensure!(
+                key != KEY_GGML_TYPES && key != KEY_GGUF_METADATA,
+                "GGUF key `{key}` would clash with this conversion's own metadata"
+            );
+            match value.as_str() {
+                Some(text) => {
+                    keys.strings.push((key.to_owned(), text.to_owned()));
+                    keys.record.push(json!([key]));
+                }
+                None => {
+                    keys.record
+                        .push(json!([key, value.value_type().name(), value_json(value)]))
+                }
+            }
+        }
+        Ok(keys)
+    }
+
+    fn all_strings(&self) -> bool {
+        self.record.len() == self.strings.len()
+    }
+
+    /// The strings, then the record under [`KEY_GGUF_METADATA`], unless the GGUF was
+    /// made from safetensors and has only string keys (they are that file's metadata).
+    fn into_metadata(self, model: &GgufModel, from_safetensors: bool) -> Vec<(String, String)> {
+        let all_strings = self.all_strings();
+        let mut metadata = self.strings;
+        if !from_safetensors || !all_strings {
+            let version = model.parts().first().map_or(3, |p| p.header().version());
+            let record = json!({"version": version, "keys": self.record});
+            metadata.push((KEY_GGUF_METADATA.to_owned(), record.to_string()));
+        }
+        metadata
+    }
 }
 
 /// The safetensors dtype a GGUF type is when no header says otherwise.
@@ -264,15 +319,20 @@ fn carrier(dtype: Dtype, shape: &[usize]) -> (GgmlType, Vec<u64>) {
             GgmlType::I8
         }
     };
-    if dims.len() > MAX_DIMS {
-        let merged = dims.len() - (MAX_DIMS - 1);
-        let lead = dims[..merged].iter().product();
-        dims = std::iter::once(lead)
-            .chain(dims[merged..].iter().copied())
-            .collect();
+    (ty, ggml_ne(&dims))
+}
+
+/// GGUF dimensions (ggml order, `ne[0]` the row) of a row-major shape; the leading axes
+/// of a shape with more than ggml's four are merged into one.
+pub(crate) fn ggml_ne(shape: &[u64]) -> Vec<u64> {
+    let mut ne = shape.to_vec();
+    if ne.len() > MAX_DIMS {
+        let merged = ne.len() - (MAX_DIMS - 1);
+        let lead = ne[..merged].iter().product();
+        ne.splice(..merged, [lead]);
     }
-    dims.reverse();
-    (ty, dims)
+    ne.reverse();
+    ne
 }
 
 /// The safetensors shape of GGUF dimensions `ne` (reversed), with `ne[0]` replaced by
@@ -290,7 +350,7 @@ fn dims_to_shape(ne: &[u64], row_bytes: Option<usize>) -> Result<Vec<usize>> {
 }
 
 /// GGUF dimensions of a U8 tensor holding a block type: its last axis is bytes per row.
-fn block_dims(t: &TensorView<'_>, ty: GgmlType) -> Result<(GgmlType, Vec<u64>)> {
+pub(crate) fn block_dims(t: &TensorView<'_>, ty: GgmlType) -> Result<(GgmlType, Vec<u64>)> {
     ensure!(
         t.dtype() == Dtype::U8 && !t.shape().is_empty(),
         "tensor `{}` is listed as {ty} in {KEY_GGML_TYPES} but is {} of shape {:?}, not U8 rows",

@@ -35,6 +35,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// The size of the file at `path`, with an error naming it.
+pub fn file_size(path: &Path) -> Result<u64> {
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("cannot stat {}", path.display()))?;
+    Ok(meta.len())
+}
+
 /// f32 values as little-endian bytes.
 pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()

@@ -8,8 +8,11 @@
 
 pub mod cli;
 pub mod convert;
+pub mod dequantize;
 pub mod describe;
+pub mod diff;
 pub mod io;
+pub mod model;
 pub mod pipeline;
 
 pub use quantforge_formats as formats;

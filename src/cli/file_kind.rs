@@ -48,3 +48,11 @@ pub fn detect(path: &Path) -> Result<FileKind> {
         head
     )
 }
+
+/// Opens the model at `path`, whichever container it is.
+pub fn open_model(path: &Path) -> Result<crate::model::Model> {
+    match detect(path)? {
+        FileKind::Gguf => crate::model::Model::open_gguf(path),
+        FileKind::Safetensors => crate::model::Model::open_safetensors(path),
+    }
+}

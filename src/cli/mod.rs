@@ -8,6 +8,8 @@ use std::process::ExitCode;
 
 mod codec;
 mod convert;
+mod dequantize;
+mod diff;
 mod file_kind;
 mod inspect;
 mod quantize;
@@ -38,6 +40,10 @@ enum Command {
     SetMeta(set_meta::SetMetaArgs),
     /// Quantize a GGUF model to a llama.cpp file type (Q4_K_M, Q8_0, ...) as llama-quantize does.
     Quantize(quantize::QuantizeArgs),
+    /// Write every tensor of a GGUF or safetensors model widened to f32, f16 or bf16.
+    Dequantize(dequantize::DequantizeArgs),
+    /// Compare two models tensor by tensor: types, bytes, max abs error, RMSE.
+    Diff(diff::DiffArgs),
 }
 
 /// Runs the command line of this process and returns its exit code.
@@ -50,6 +56,8 @@ pub fn main() -> ExitCode {
         Command::Convert(args) => convert::run(args),
         Command::SetMeta(args) => set_meta::run(args),
         Command::Quantize(args) => quantize::run(args),
+        Command::Dequantize(args) => dequantize::run(args),
+        Command::Diff(args) => diff::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

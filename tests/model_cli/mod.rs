@@ -1,0 +1,79 @@
+//! Helpers shared by the `dequantize` and `diff` command tests: running the built
+//! binary, the committed tiny llama and its quantizations, decoding a GGUF tensor with
+//! the kernels directly (the tests' independent reference).
+#![allow(dead_code)] // each test binary uses its own subset
+
+use quantforge::formats::gguf::GgufFile;
+use quantforge::kernels::{GgmlType, dequantize};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Runs the `quantforge` binary with `args`.
+pub fn quantforge(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_quantforge"))
+        .args(args)
+        .output()
+        .expect("run quantforge")
+}
+
+/// A path as a command-line argument.
+pub fn arg(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 path")
+}
+
+/// The stdout of a run that must have succeeded.
+pub fn success(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).expect("UTF-8 stdout")
+}
+
+/// Asserts exit code 2 with a one-line reason on stderr containing `needle`.
+pub fn fails_naming(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(err.contains(needle), "stderr lacks {needle:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err}");
+}
+
+/// The committed llama-shaped f16 model.
+pub fn tiny() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/tiny-llama-f16.gguf")
+}
+
+/// The tiny llama quantized to the llama.cpp `preset`, written into `dir`.
+pub fn tiny_quantized(dir: &Path, preset: &str) -> PathBuf {
+    let out = dir.join(format!("tiny-{preset}.gguf"));
+    success(&quantforge(&[
+        "quantize",
+        "-q",
+        arg(&tiny()),
+        arg(&out),
+        "--type",
+        preset,
+    ]));
+    out
+}
+
+/// Every element of a `ty` buffer as f32, by the kernels' own dequantizer.
+pub fn decoded(ty: GgmlType, bytes: &[u8]) -> Vec<f32> {
+    let n = bytes.len() / ty.type_size() * ty.block_size();
+    let mut out = vec![0f32; n];
+    dequantize(ty, bytes, &mut out).expect("dequantize");
+    out
+}
+
+/// Tensor `name` of `file` as f32.
+pub fn tensor_f32(file: &GgufFile, name: &str) -> Vec<f32> {
+    let view = file.tensor(name).expect("tensor");
+    decoded(view.ty(), view.data())
+}
+
+/// Bit patterns, so that comparisons are exact (and NaN equals NaN).
+pub fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|v| v.to_bits()).collect()
+}

@@ -29,6 +29,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
     tmp.write_all(bytes)
         .and_then(|_| tmp.as_file().sync_all())
+        .and_then(|_| quantforge_formats::output::check_stop())
         .with_context(|| format!("cannot write {}", path.display()))?;
     tmp.persist(path)
         .with_context(|| format!("cannot rename the temporary file to {}", path.display()))?;

@@ -2,7 +2,27 @@
 //! it once complete, so a crash or an error never leaves a partial file under that name.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tempfile::NamedTempFile;
+
+/// Set once the process is asked to stop (Ctrl-C, `SIGTERM`).
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Makes every output being written fail at its next write, and none be committed, so
+/// that the writers' error paths remove their temporary files: what an interrupted run
+/// leaves behind is what was there before it. Safe to call from a signal-handling thread.
+pub fn request_stop() {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// `Ok` unless [`request_stop`] was called; then the error every write returns.
+pub fn check_stop() -> std::io::Result<()> {
+    if STOP.load(Ordering::Relaxed) {
+        Err(std::io::Error::other("interrupted"))
+    } else {
+        Ok(())
+    }
+}
 
 /// The directory `path` will live in (`.` for a bare file name).
 pub fn parent_dir(path: &Path) -> &Path {

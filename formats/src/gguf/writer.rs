@@ -118,6 +118,7 @@ impl AtomicFile {
         tmp.as_file()
             .sync_all()
             .map_err(|e| fail("cannot fsync", e))?;
+        crate::output::check_stop().map_err(|e| fail("not committed", e))?;
         tmp.persist(&path)
             .map_err(|e| fail("cannot rename the temporary file into place", e.error))?;
         if let Ok(dir) = std::fs::File::open(parent_dir(&path)) {
@@ -179,6 +180,7 @@ impl Write for AtomicFile {
     }
 
     fn write_all(&mut self, mut data: &[u8]) -> std::io::Result<()> {
+        crate::output::check_stop()?;
         while !data.is_empty() {
             let room = WRITE_BUFFER.saturating_sub(self.buf.len()).max(1);
             let (now, rest) = data.split_at(room.min(data.len()));

@@ -317,9 +317,11 @@ impl FileWriter {
         }
         // In range: offset + len <= the tensor's size, and the file length fits in u64.
         let at = self.layout.data_start() as u64 + (info.data_offsets().start + offset) as u64;
-        write_all_at(self.file.as_file(), bytes, at).map_err(|e| {
-            Error::io(format!("cannot write tensor `{name}`"), e).in_file(&self.path)
-        })?;
+        crate::output::check_stop()
+            .and_then(|()| write_all_at(self.file.as_file(), bytes, at))
+            .map_err(|e| {
+                Error::io(format!("cannot write tensor `{name}`"), e).in_file(&self.path)
+            })?;
         let mut written = self.written[i].lock().unwrap_or_else(|p| p.into_inner());
         written.push(offset..end);
         if written.len() > 64 {
@@ -483,6 +485,7 @@ pub(crate) fn persist(file: NamedTempFile, path: &Path) -> Result<()> {
     file.as_file()
         .sync_all()
         .map_err(|e| Error::io("cannot sync", e).in_file(path))?;
+    crate::output::check_stop().map_err(|e| Error::io("not committed", e).in_file(path))?;
     file.persist(path).map_err(|e| {
         Error::io("cannot rename the temporary file over it", e.error).in_file(path)
     })?;

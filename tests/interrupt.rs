@@ -1,0 +1,78 @@
+//! An interrupted run (Ctrl-C, `SIGTERM`) stops with exit code 2 and a message, and
+//! leaves the output directory as it was: no file under OUT's name, no temporary file.
+
+#![cfg(target_os = "linux")]
+
+#[path = "../golden/tiny_llama.rs"]
+mod tiny_llama;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tiny_llama::TinyLlama;
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn interrupt_quantize(signal: libc::c_int) {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let model = dir.path().join("model.gguf");
+    // About 20 M weights: seconds of IQ4_XS on one thread, so the signal comes mid-run.
+    TinyLlama {
+        n_embd: 512,
+        n_ff: 2048,
+        n_layer: 4,
+        n_head: 4,
+        n_head_kv: 1,
+        n_vocab: 4096,
+        tied: false,
+        n_expert: 0,
+        seed: 7,
+    }
+    .write(&model)
+    .unwrap();
+    let out = out_dir.join("out.gguf");
+    let child = Command::new(env!("CARGO_BIN_EXE_quantforge"))
+        .args(["quantize", "--threads", "1", "--quiet", "--type", "IQ4_XS"])
+        .arg(&model)
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the output is being written.
+    let start = Instant::now();
+    while entries(&out_dir).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no output started"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+    let res = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&res.stderr);
+    assert_eq!(res.status.code(), Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(entries(&out_dir), Vec::<String>::new());
+}
+
+#[test]
+fn ctrl_c_leaves_no_output() {
+    interrupt_quantize(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_leaves_no_output() {
+    interrupt_quantize(libc::SIGTERM);
+}

@@ -49,7 +49,26 @@ enum Command {
 /// Runs the command line of this process and returns its exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
+    // A panic is a bug, not bad input: its outputs are removed as the stack unwinds
+    // (their temporary files drop), and the exit code says which it was.
+    let result = std::panic::catch_unwind(move || run(cli.command));
+    match result {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(err)) => {
+            eprintln!("quantforge: error: {err:#}");
+            ExitCode::from(2)
+        }
+        Err(_) => {
+            eprintln!(
+                "quantforge: internal error (a bug in quantforge; the message above says where)"
+            );
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Codec(cmd) => codec::run(cmd),
         Command::Types => types::run(),
         Command::Inspect(args) => inspect::run(args),
@@ -58,12 +77,5 @@ pub fn main() -> ExitCode {
         Command::Quantize(args) => quantize::run(args),
         Command::Dequantize(args) => dequantize::run(args),
         Command::Diff(args) => diff::run(args),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("quantforge: error: {err:#}");
-            ExitCode::from(2)
-        }
     }
 }

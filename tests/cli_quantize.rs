@@ -3,6 +3,8 @@
 //! one-line reason, no file under OUT's name). Byte-identity with llama.cpp is checked in
 //! `ggml-ref/tests/llama_quantize_bytes.rs`.
 
+#[path = "../src/pipeline/imatrix/files.rs"]
+mod imatrix_files;
 #[path = "../golden/tiny_llama.rs"]
 mod tiny_llama;
 
@@ -248,4 +250,166 @@ fn tiny_llama_template_is_what_the_committed_file_holds() {
         tiny_llama::TinyLlama::COMMITTED.tensors().len(),
         GgufFile::open(tiny()).unwrap().tensors().len()
     );
+}
+
+/// A GGUF imatrix for the tiny llama: every weight matrix but the embeddings, except those
+/// whose name contains one of `skip`; `edit` may change an entry's values.
+fn tiny_imatrix(path: &Path, skip: &[&str], edit: impl Fn(&str, &mut Vec<f32>)) {
+    let entries: Vec<(String, Vec<f32>, Vec<f32>)> = tiny_llama::TinyLlama::COMMITTED
+        .tensors()
+        .into_iter()
+        .filter(|(name, ne, _)| {
+            ne[1] > 1 && name != "token_embd.weight" && !skip.iter().any(|s| name.contains(s))
+        })
+        .map(|(name, ne, _)| {
+            let mut sums: Vec<f32> = (0..ne[0]).map(|i| (1 + i % 13) as f32).collect();
+            edit(&name, &mut sums);
+            (name, sums, vec![2.0])
+        })
+        .collect();
+    let entries: Vec<_> = entries
+        .iter()
+        .map(|(n, s, c)| (n.as_str(), s.as_slice(), c.as_slice()))
+        .collect();
+    imatrix_files::gguf_builder(&entries, &["calibration.txt"], 9, 512)
+        .unwrap()
+        .write(path)
+        .unwrap();
+}
+
+#[test]
+fn imatrix_weights_the_quantizers_and_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let imatrix = dir.path().join("imatrix.gguf");
+    tiny_imatrix(&imatrix, &[], |_, _| {});
+    let (with, without) = (
+        dir.path().join("with.gguf"),
+        dir.path().join("without.gguf"),
+    );
+    let text = ok(&quantforge(&[
+        "quantize",
+        "--imatrix",
+        s(&imatrix),
+        "--override-kv",
+        "general.name=str:weighted",
+        s(&tiny()),
+        s(&with),
+        "Q4_K_M",
+    ]));
+    assert!(
+        text.contains("imatrix: 29 entries from") && text.contains("computed on 9 chunks"),
+        "{text}"
+    );
+    assert!(
+        text.contains("imatrix: 29 of 30 converted tensors weighted"),
+        "{text}"
+    );
+    assert!(
+        text.contains("token_embd.weight") && text.contains("(no imatrix entry)"),
+        "{text}"
+    );
+    ok(&quantforge(&[
+        "quantize",
+        "-q",
+        s(&tiny()),
+        s(&without),
+        "Q4_K_M",
+    ]));
+    let f = GgufFile::open(&with).unwrap();
+    let m = f.metadata();
+    let keys: Vec<_> = m.keys().collect();
+    // llama-quantize passes its imatrix keys after the user's overrides.
+    assert_eq!(
+        keys[keys.len() - 5..],
+        [
+            "general.name",
+            "quantize.imatrix.file",
+            "quantize.imatrix.dataset",
+            "quantize.imatrix.entries_count",
+            "quantize.imatrix.chunks_count"
+        ]
+    );
+    assert_eq!(m.get_str("quantize.imatrix.file").unwrap(), s(&imatrix));
+    assert_eq!(
+        m.get_str("quantize.imatrix.dataset").unwrap(),
+        "calibration.txt"
+    );
+    assert_eq!(m.get_u32("quantize.imatrix.entries_count").unwrap(), 29);
+    assert_eq!(m.get_u32("quantize.imatrix.chunks_count").unwrap(), 9);
+    let g = GgufFile::open(&without).unwrap();
+    let data = |f: &GgufFile, name: &str| f.tensor(name).unwrap().data().to_vec();
+    assert_ne!(
+        data(&f, "blk.0.attn_q.weight"),
+        data(&g, "blk.0.attn_q.weight")
+    );
+    assert_eq!(data(&f, "token_embd.weight"), data(&g, "token_embd.weight"));
+
+    // Q2_K_S requires importance data.
+    let q2 = dir.path().join("q2.gguf");
+    fails_with(
+        &quantforge(&["quantize", s(&tiny()), s(&q2), "Q2_K_S"]),
+        "requires an importance matrix",
+    );
+    ok(&quantforge(&[
+        "quantize",
+        "-q",
+        "--imatrix",
+        s(&imatrix),
+        s(&tiny()),
+        s(&q2),
+        "Q2_K_S",
+    ]));
+}
+
+#[test]
+fn imatrix_problems_exit_2_naming_file_entry_or_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.gguf");
+    let t = tiny();
+    let run = |imatrix: &Path, ty: &str| {
+        quantforge(&["quantize", "--imatrix", s(imatrix), s(&t), s(&out), ty])
+    };
+
+    let missing = dir.path().join("missing.dat");
+    fails_with(&run(&missing, "Q4_K_M"), "missing.dat");
+
+    let truncated = dir.path().join("truncated.dat");
+    let legacy = imatrix_files::legacy_bytes(&[("blk.0.attn_q.weight", 1, &[1.0; 256])], None);
+    std::fs::write(&truncated, &legacy[..100]).unwrap();
+    fails_with(
+        &run(&truncated, "Q4_K_M"),
+        "truncated.dat: legacy imatrix truncated: values of entry 1 at offset 35",
+    );
+
+    let nan = dir.path().join("nan.gguf");
+    tiny_imatrix(&nan, &[], |name, sums| {
+        if name == "blk.2.ffn_up.weight" {
+            sums[5] = f32::NAN;
+        }
+    });
+    fails_with(
+        &run(&nan, "Q4_K_M"),
+        "imatrix entry blk.2.ffn_up.weight: non-finite value NaN at index 5",
+    );
+
+    let short = dir.path().join("short.gguf");
+    tiny_imatrix(&short, &[], |name, sums| {
+        if name == "blk.1.attn_v.weight" {
+            sums.truncate(100);
+        }
+    });
+    fails_with(
+        &run(&short, "Q4_K_M"),
+        "tensor blk.1.attn_v.weight: its imatrix entry has 100 values, the tensor needs 256",
+    );
+
+    let partial = dir.path().join("partial.gguf");
+    tiny_imatrix(&partial, &["attn_k"], |_, _| {});
+    fails_with(
+        &run(&partial, "Q2_K_S"),
+        "tensor blk.0.attn_k.weight: quantizing to q2_K requires importance data",
+    );
+    no_files_in(dir.path(), &[&truncated, &nan, &short, &partial]);
+    // Without the type that requires it, a missing entry only means no weights.
+    ok(&run(&partial, "Q4_K_M"));
 }

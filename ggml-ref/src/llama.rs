@@ -3,7 +3,8 @@
 //! with what llama.cpp writes.
 //!
 //! The parameter struct is declared here field for field as `include/llama.h` has it
-//! (`struct llama_model_quantize_params`); a test checks its layout against the bindings
+//! (`struct llama_model_quantize_params`, with `llama_model_imatrix_data` and
+//! `llama_model_kv_override`); a test checks their layout against the bindings
 //! llama-cpp-sys-2 generates.
 
 use std::ffi::{CStr, CString, c_char, c_void};
@@ -22,6 +23,99 @@ pub struct TensorTypeOverride {
     pub pattern: *const c_char,
     /// `enum ggml_type`.
     pub ty: u32,
+}
+
+/// `struct llama_model_imatrix_data`: one importance matrix entry; a NULL name ends the
+/// list.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ImatrixData {
+    /// The tensor name.
+    pub name: *const c_char,
+    /// `size` averaged values (`ne0` per expert).
+    pub data: *const f32,
+    /// Number of values.
+    pub size: usize,
+}
+
+/// The value of a `struct llama_model_kv_override` (its anonymous union).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union KvOverrideValue {
+    /// `LLAMA_KV_OVERRIDE_TYPE_INT`.
+    pub val_i64: i64,
+    /// `LLAMA_KV_OVERRIDE_TYPE_FLOAT`.
+    pub val_f64: f64,
+    /// `LLAMA_KV_OVERRIDE_TYPE_BOOL`.
+    pub val_bool: bool,
+    /// `LLAMA_KV_OVERRIDE_TYPE_STR`: NUL-terminated, at most 127 bytes.
+    pub val_str: [c_char; 128],
+}
+
+/// `struct llama_model_kv_override`: a metadata key set in the output; an empty key ends
+/// the list.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct KvOverride {
+    /// `enum llama_model_kv_override_type`: 0 int, 1 float, 2 bool, 3 str.
+    pub tag: u32,
+    /// NUL-terminated key, at most 127 bytes.
+    pub key: [c_char; 128],
+    /// The value, as `tag` says.
+    pub value: KvOverrideValue,
+}
+
+/// A `--override-kv` value as llama-quantize parses it (`string_parse_kv_override`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum KvValue {
+    /// `int:` (written as u32 of the absolute value).
+    Int(i64),
+    /// `float:` (written as f32).
+    Float(f64),
+    /// `bool:`.
+    Bool(bool),
+    /// `str:` (at most 127 bytes are kept).
+    Str(Vec<u8>),
+}
+
+/// Copies `bytes` into a fixed C string field, cut to 127 bytes.
+fn c_field(bytes: &[u8]) -> [c_char; 128] {
+    let mut field = [0 as c_char; 128];
+    for (f, &b) in field.iter_mut().zip(bytes.iter().take(127)) {
+        *f = b as c_char;
+    }
+    field
+}
+
+impl KvOverride {
+    /// The C struct for a key and value.
+    pub fn new(key: &str, value: &KvValue) -> KvOverride {
+        let (tag, value) = match value {
+            KvValue::Int(v) => (0, KvOverrideValue { val_i64: *v }),
+            KvValue::Float(v) => (1, KvOverrideValue { val_f64: *v }),
+            KvValue::Bool(v) => (2, KvOverrideValue { val_bool: *v }),
+            KvValue::Str(s) => (
+                3,
+                KvOverrideValue {
+                    val_str: c_field(s),
+                },
+            ),
+        };
+        KvOverride {
+            tag,
+            key: c_field(key.as_bytes()),
+            value,
+        }
+    }
+
+    /// The empty-key entry that ends a list.
+    fn end() -> KvOverride {
+        KvOverride {
+            tag: 0,
+            key: [0; 128],
+            value: KvOverrideValue { val_i64: 0 },
+        }
+    }
 }
 
 /// `struct llama_model_quantize_params` of `llama.h`, in its field order.
@@ -48,10 +142,10 @@ pub struct QuantizeParams {
     pub keep_split: bool,
     /// Compute sizes only; write nothing.
     pub dry_run: bool,
-    /// `const struct llama_model_imatrix_data *` (NULL-name terminated), or NULL.
-    pub imatrix: *const c_void,
-    /// `const struct llama_model_kv_override *` (empty-key terminated), or NULL.
-    pub kv_overrides: *const c_void,
+    /// Importance matrix entries (NULL-name terminated), or NULL.
+    pub imatrix: *const ImatrixData,
+    /// Metadata overrides (empty-key terminated), or NULL.
+    pub kv_overrides: *const KvOverride,
     /// `--tensor-type` rules (NULL-pattern terminated), or NULL.
     pub tt_overrides: *const TensorTypeOverride,
     /// Layers to prune (-1 terminated), or NULL.
@@ -100,6 +194,11 @@ pub struct Quantize {
     pub token_embedding_type: Option<u32>,
     /// `--tensor-type PATTERN=TYPE` rules (pattern as llama.cpp gets it, type code).
     pub tensor_types: Vec<(String, u32)>,
+    /// Importance matrix entries (name, averaged values) as llama-quantize loads them;
+    /// empty for none.
+    pub imatrix: Vec<(Vec<u8>, Vec<f32>)>,
+    /// Metadata overrides in order: `--override-kv`, then the `quantize.imatrix.*` keys.
+    pub kv_overrides: Vec<(String, KvValue)>,
 }
 
 impl Quantize {
@@ -115,6 +214,8 @@ impl Quantize {
             output_tensor_type: None,
             token_embedding_type: None,
             tensor_types: Vec::new(),
+            imatrix: Vec::new(),
+            kv_overrides: Vec::new(),
         }
     }
 }
@@ -206,6 +307,39 @@ pub fn quantize(input: &Path, output: &Path, q: &Quantize) -> Result<String, Qua
         ty: NO_TYPE,
     });
 
+    let names: Vec<CString> = q
+        .imatrix
+        .iter()
+        .map(|(name, _)| {
+            CString::new(name.as_slice()).map_err(|_| QuantizeError {
+                log: format!(
+                    "imatrix entry {:?} contains NUL",
+                    String::from_utf8_lossy(name)
+                ),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let mut imatrix: Vec<ImatrixData> = names
+        .iter()
+        .zip(&q.imatrix)
+        .map(|(name, (_, values))| ImatrixData {
+            name: name.as_ptr(),
+            data: values.as_ptr(),
+            size: values.len(),
+        })
+        .collect();
+    imatrix.push(ImatrixData {
+        name: std::ptr::null(),
+        data: std::ptr::null(),
+        size: 0,
+    });
+    let mut kv_overrides: Vec<KvOverride> = q
+        .kv_overrides
+        .iter()
+        .map(|(key, value)| KvOverride::new(key, value))
+        .collect();
+    kv_overrides.push(KvOverride::end());
+
     let mut params = default_params();
     params.nthread = q.nthread;
     params.ftype = q.ftype;
@@ -218,11 +352,18 @@ pub fn quantize(input: &Path, output: &Path, q: &Quantize) -> Result<String, Qua
     if !q.tensor_types.is_empty() {
         params.tt_overrides = overrides.as_ptr();
     }
+    if !q.imatrix.is_empty() {
+        params.imatrix = imatrix.as_ptr();
+    }
+    if !q.kv_overrides.is_empty() {
+        params.kv_overrides = kv_overrides.as_ptr();
+    }
 
     let _run = RUN.lock().unwrap_or_else(|e| e.into_inner());
     LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    // SAFETY: the paths are NUL-terminated strings and `params` (with the override list
-    // and its patterns) outlives the call; llama.cpp reports failure by its return value.
+    // SAFETY: the paths are NUL-terminated strings and `params` (with the override lists,
+    // their patterns, the imatrix names and values) outlives the call; the lists end with
+    // the terminators llama.cpp looks for; it reports failure by its return value.
     let status = unsafe { llama_model_quantize(inp.as_ptr(), out.as_ptr(), &params) };
     let log = std::mem::take(&mut *LOG.lock().unwrap_or_else(|e| e.into_inner()));
     if status == 0 {
@@ -262,6 +403,36 @@ mod tests {
             offset_of!(QuantizeParams, max_buf_size),
             offset_of!(Sys, max_buf_size)
         );
+    }
+
+    #[test]
+    fn imatrix_and_kv_override_layouts_match_the_generated_bindings() {
+        use llama_cpp_sys_2::{llama_model_imatrix_data as Imat, llama_model_kv_override as Kv};
+        assert_eq!(size_of::<ImatrixData>(), size_of::<Imat>());
+        assert_eq!(offset_of!(ImatrixData, data), offset_of!(Imat, data));
+        assert_eq!(offset_of!(ImatrixData, size), offset_of!(Imat, size));
+        assert_eq!(size_of::<KvOverride>(), size_of::<Kv>());
+        assert_eq!(
+            std::mem::align_of::<KvOverride>(),
+            std::mem::align_of::<Kv>()
+        );
+        assert_eq!(offset_of!(KvOverride, key), offset_of!(Kv, key));
+        assert_eq!(offset_of!(KvOverride, value), size_of::<Kv>() - 128);
+    }
+
+    #[test]
+    fn kv_override_fields_are_cut_to_127_bytes() {
+        let long = vec![b'x'; 200];
+        let o = KvOverride::new(
+            std::str::from_utf8(&long).unwrap(),
+            &KvValue::Str(long.clone()),
+        );
+        assert_eq!(o.tag, 3);
+        assert_eq!(o.key[126], b'x' as c_char);
+        assert_eq!(o.key[127], 0);
+        // SAFETY: tag 3 means the string member was written.
+        let s = unsafe { o.value.val_str };
+        assert_eq!((s[126], s[127]), (b'x' as c_char, 0));
     }
 
     #[test]

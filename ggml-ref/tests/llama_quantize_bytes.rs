@@ -16,17 +16,13 @@ use llama_common::*;
 use ggml_ref::llama::{Quantize, quantize};
 use quantforge::pipeline::plan::{ModelParams, Options, Preset, plan};
 use quantforge::pipeline::run::{RunOptions, run, tensor_specs};
-use quantforge_formats::gguf::{GgufFile, GgufModel};
+use quantforge_formats::gguf::GgufModel;
 use std::path::Path;
 use std::time::Instant;
 use tiny_llama::TinyLlama;
 
 /// More presets whose every type quantforge can write, for the small models.
 const MORE_PRESETS: [&str; 4] = ["IQ4_NL", "IQ4_XS", "MXFP4_MOE", "Q2_0"];
-
-fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
 
 fn llama_quantize(input: &Path, out: &Path, options: &Options) -> Result<(), String> {
     let mut q = Quantize::new(options.ftype.code());
@@ -45,53 +41,11 @@ fn quantforge_quantize(input: &Path, out: &Path, options: &Options) -> Result<()
     plan.check_runnable().map_err(|e| e.to_string())?;
     let run_options = RunOptions {
         threads: threads(),
-        kv_overrides: Vec::new(),
+        ..RunOptions::default()
     };
     run(&model, &plan, out, &run_options, |_| {})
         .map(drop)
         .map_err(|e| e.to_string())
-}
-
-/// Where two files first differ, named by the part of the file (header or tensor).
-fn first_difference(ours: &Path, theirs: &Path) -> Option<String> {
-    let (a, b) = match (GgufFile::open(ours), GgufFile::open(theirs)) {
-        (Ok(a), Ok(b)) => (a, b),
-        (a, b) => {
-            return Some(format!(
-                "cannot open: ours {:?}, llama.cpp's {:?}",
-                a.err(),
-                b.err()
-            ));
-        }
-    };
-    let (x, y) = (a.bytes(), b.bytes());
-    let at = x
-        .iter()
-        .zip(y)
-        .position(|(p, q)| p != q)
-        .or_else(|| (x.len() != y.len()).then_some(x.len().min(y.len())))?;
-    let layout = b.layout();
-    let place = if (at as u64) < layout.data_offset {
-        "the header".to_string()
-    } else {
-        let rel = at as u64 - layout.data_offset;
-        let i = layout
-            .offsets
-            .partition_point(|&o| o <= rel)
-            .saturating_sub(1);
-        let t = &b.tensors()[i];
-        format!(
-            "tensor {} ({}), byte {}",
-            t.name(),
-            t.ty(),
-            rel - layout.offsets[i]
-        )
-    };
-    Some(format!(
-        "sizes {} vs {} (llama.cpp); first difference at byte {at}, in {place}",
-        x.len(),
-        y.len()
-    ))
 }
 
 /// Quantizes `input` both ways for each preset; fails listing every preset that differs.

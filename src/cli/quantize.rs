@@ -4,6 +4,7 @@
 //! writes the result through [`crate::pipeline::run`].
 
 use super::file_kind::{self, FileKind};
+use crate::pipeline::imatrix::{Imatrix, ImatrixFormat, ImatrixUse};
 use crate::pipeline::plan::{Options, Plan, Preset, TensorTypeRule, plan};
 use crate::pipeline::run::{self, Progress, RunOptions, Summary};
 use anyhow::{Context, Result, bail};
@@ -53,6 +54,10 @@ pub struct QuantizeArgs {
     /// (repeatable; as llama-quantize, int is written as u32 of its absolute value).
     #[arg(long, value_name = "KEY=TYPE:VALUE")]
     override_kv: Vec<String>,
+    /// Importance matrix from llama-imatrix (GGUF or the legacy .dat format) to weight the
+    /// quantizers; some types (IQ2_*, IQ1_*, Q2_K_S) require one.
+    #[arg(long, value_name = "FILE")]
+    imatrix: Option<PathBuf>,
     /// Print the per-tensor plan and sizes; write nothing.
     #[arg(long)]
     dry_run: bool,
@@ -92,11 +97,21 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         .iter()
         .map(|a| TensorTypeRule::parse(a))
         .collect::<std::result::Result<_, _>>()?;
-    let kv_overrides = args
+    let mut kv_overrides = args
         .override_kv
         .iter()
         .map(|a| parse_kv_override(a))
         .collect::<Result<Vec<_>>>()?;
+    let imatrix = match &args.imatrix {
+        Some(path) => load_imatrix(path, args.quiet)?,
+        None => None,
+    };
+    if let (Some(m), Some(path)) = (&imatrix, &args.imatrix) {
+        // llama-quantize adds these after the user's overrides.
+        kv_overrides.extend(m.metadata(path.as_os_str().as_encoded_bytes()));
+        m.check_finite()?;
+    }
+    options.has_imatrix = imatrix.is_some();
 
     if file_kind::detect(&args.input)? == FileKind::Safetensors {
         bail!(
@@ -124,6 +139,7 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
     let run_options = RunOptions {
         threads,
         kv_overrides,
+        imatrix,
     };
     let quiet = args.quiet;
     let summary = run::run(&model, &plan, &args.output, &run_options, |p| {
@@ -133,7 +149,48 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
     })
     .with_context(|| format!("quantizing {}", args.input.display()))?;
     print_summary(&plan, &summary, &args.output);
+    if options.has_imatrix {
+        println!(
+            "imatrix: {} of {} converted tensors weighted",
+            summary.imatrix_used, summary.converted
+        );
+    }
     Ok(())
+}
+
+/// Loads `--imatrix` and says what it holds; `None` when it has no entries, which
+/// llama-quantize treats as no importance matrix at all.
+fn load_imatrix(path: &std::path::Path, quiet: bool) -> Result<Option<Imatrix>> {
+    let m = Imatrix::load(path)?;
+    for name in m.skipped() {
+        eprintln!(
+            "quantforge: warning: imatrix entry {} has no counts; skipped",
+            String::from_utf8_lossy(name)
+        );
+    }
+    if !quiet {
+        let format = match m.format() {
+            ImatrixFormat::Gguf => "GGUF",
+            ImatrixFormat::Legacy => "legacy",
+        };
+        let datasets: Vec<_> = m
+            .datasets()
+            .iter()
+            .map(|d| String::from_utf8_lossy(d))
+            .collect();
+        println!(
+            "imatrix: {} entries from {} ({format} format), computed on {} chunks{}",
+            m.len(),
+            path.display(),
+            m.chunk_count(),
+            if datasets.is_empty() {
+                String::new()
+            } else {
+                format!(" of {}", datasets.join(", "))
+            }
+        );
+    }
+    Ok((!m.is_empty()).then_some(m))
 }
 
 fn target_preset(args: &QuantizeArgs) -> Result<Preset> {
@@ -240,8 +297,15 @@ fn print_plan(plan: &Plan) {
 
 fn print_progress(p: &Progress<'_>) {
     let t = p.tensor;
+    let imatrix = match p.imatrix {
+        None | Some(ImatrixUse::Used) => String::new(),
+        Some(ImatrixUse::NoEntry) => "  (no imatrix entry)".to_string(),
+        Some(ImatrixUse::WrongSizeIgnored { len, expected }) => {
+            format!("  (imatrix entry of {len} values, not {expected}: ignored)")
+        }
+    };
     println!(
-        "[{:>4}/{:>4}] {:<40} [{:>16}] {:>7} -> {:<7} {:>10.3} MiB -> {:>10.3} MiB",
+        "[{:>4}/{:>4}] {:<40} [{:>16}] {:>7} -> {:<7} {:>10.3} MiB -> {:>10.3} MiB{imatrix}",
         p.done,
         p.total,
         t.name,

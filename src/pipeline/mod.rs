@@ -1,5 +1,7 @@
 //! A requantization: [`plan`] decides each tensor's target type the way llama.cpp's
-//! quantizer does, [`run`] writes the result.
+//! quantizer does, [`imatrix`] reads the importance matrix that steers it, [`run`] writes
+//! the result.
 
+pub mod imatrix;
 pub mod plan;
 pub mod run;

@@ -7,7 +7,12 @@
 //! whatever the thread count. Memory stays around one output slab plus a few MiB per
 //! thread: the source is mapped, the next slab's pages are asked for ahead of use, and
 //! each slab's pages are released once it is written.
+//!
+//! With an importance matrix, each converted tensor is weighted by its entry (see
+//! [`super::imatrix`]); every entry is looked up and checked before the output is created,
+//! so a missing or misfit entry leaves no file behind.
 
+use super::imatrix::{Imatrix, ImatrixError, ImatrixUse};
 use super::plan::{Plan, TensorPlan, TensorSpec};
 use quantforge_formats::gguf::{
     GgufBuilder, GgufError, GgufFile, GgufHeader, GgufModel, KEY_SPLIT_COUNT, KEY_SPLIT_NO,
@@ -73,6 +78,9 @@ pub enum RunError {
         /// What the codec said.
         source: quantforge_kernels::Error,
     },
+    /// The importance matrix cannot be used for this plan.
+    #[error(transparent)]
+    Imatrix(#[from] ImatrixError),
     /// The thread pool could not be built.
     #[error("cannot start {threads} threads: {source}")]
     Threads {
@@ -88,8 +96,12 @@ pub enum RunError {
 pub struct RunOptions {
     /// Worker threads; 0 for one per CPU.
     pub threads: usize,
-    /// Metadata set after llama.cpp's own keys (`--override-kv`), in order.
+    /// Metadata set after llama.cpp's own keys (`--override-kv`, then the
+    /// `quantize.imatrix.*` keys of [`Imatrix::metadata`]), in order.
     pub kv_overrides: Vec<(String, Value)>,
+    /// The importance matrix (`--imatrix`), already filtered; the plan must have been made
+    /// with `has_imatrix` set to whether this is given and not empty.
+    pub imatrix: Option<Imatrix>,
 }
 
 /// One tensor done, for progress reports.
@@ -105,6 +117,8 @@ pub struct Progress<'a> {
     pub bytes_in: u64,
     /// Its bytes in the output.
     pub bytes_out: u64,
+    /// How it used the importance matrix (`None`: none given, or the tensor was copied).
+    pub imatrix: Option<ImatrixUse>,
 }
 
 /// What a run did.
@@ -114,6 +128,8 @@ pub struct Summary {
     pub tensors: usize,
     /// Tensors whose type changed.
     pub converted: usize,
+    /// Converted tensors weighted by an importance matrix entry.
+    pub imatrix_used: usize,
     /// Source tensor bytes.
     pub bytes_in: u64,
     /// Output tensor bytes (without header and padding).
@@ -205,6 +221,18 @@ pub fn run(
         }
         check_convertible(t)?;
     }
+    let imatrix = options.imatrix.as_ref();
+    if let Some(m) = imatrix {
+        m.check_finite()?;
+    }
+    let uses = plan
+        .tensors
+        .iter()
+        .map(|t| match imatrix {
+            Some(m) if t.converts() => m.use_for(t).map(Some),
+            _ => Ok(None),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(options.threads)
         .build()
@@ -224,13 +252,18 @@ pub fn run(
             offset: view.offset(),
             data,
         };
+        let weights = match (imatrix, uses[i]) {
+            (Some(m), Some(ImatrixUse::Used)) => m.get(&t.name),
+            _ => None,
+        };
         let bytes_out = if t.converts() {
-            pool.install(|| convert(t, &source, |chunk| writer.write_chunk(chunk)))?
+            pool.install(|| convert(t, &source, weights, |chunk| writer.write_chunk(chunk)))?
         } else {
             copy(&source, |chunk| writer.write_chunk(chunk))?
         };
         summary.tensors += 1;
         summary.converted += usize::from(t.converts());
+        summary.imatrix_used += usize::from(weights.is_some());
         summary.bytes_in += data.len() as u64;
         summary.bytes_out += bytes_out;
         progress(&Progress {
@@ -239,6 +272,7 @@ pub fn run(
             tensor: t,
             bytes_in: data.len() as u64,
             bytes_out,
+            imatrix: uses[i],
         });
     }
     summary.file_size = writer.bytes_written();
@@ -317,10 +351,12 @@ fn copy(
 }
 
 /// Widens and quantizes a tensor slab by slab, each slab's rows spread over the current
-/// rayon pool; returns the bytes written.
+/// rayon pool; returns the bytes written. `weights`, when given, holds `ne0` importance
+/// values per expert (`ne2`); row `r` takes those of expert `r / ne1`.
 fn convert(
     t: &TensorPlan,
     source: &Source<'_>,
+    weights: Option<&[f32]>,
     mut write: impl FnMut(&[u8]) -> Result<(), GgufError>,
 ) -> Result<u64, RunError> {
     let codec_error = |source| RunError::Codec {
@@ -358,25 +394,65 @@ fn convert(
                 let n = x.len() / src_row * n_per_row;
                 f32s.resize(n, 0.0);
                 quantforge_kernels::dequantize(t.source, x, f32s).map_err(codec_error)?;
-                quantforge_kernels::quantize(t.target, f32s, n_per_row, None, y)
-                    .map(drop)
-                    .map_err(|e| match e {
-                        quantforge_kernels::Error::NonFinite { index, value } => {
-                            let index = ((first + k * task_rows) * n_per_row + index) as u64;
-                            RunError::NonFinite {
-                                tensor: t.name.clone(),
-                                value,
-                                index,
-                                row: index / n_per_row as u64,
-                                column: index % n_per_row as u64,
-                            }
+                let first_row = first + k * task_rows;
+                quantize_rows(t, f32s, first_row, weights, y).map_err(|(at, e)| match e {
+                    quantforge_kernels::Error::NonFinite { index, value } => {
+                        let index = (first_row * n_per_row + at + index) as u64;
+                        RunError::NonFinite {
+                            tensor: t.name.clone(),
+                            value,
+                            index,
+                            row: index / n_per_row as u64,
+                            column: index % n_per_row as u64,
                         }
-                        other => codec_error(other),
-                    })
+                    }
+                    other => codec_error(other),
+                })
             })?;
         write(dst)?;
         source.release(range.clone())?;
         written += dst.len() as u64;
     }
     Ok(written)
+}
+
+/// Quantizes consecutive rows of `t` starting at row `first_row` of the tensor, each run of
+/// rows of one expert with that expert's importance values (`llama_tensor_quantize_impl`
+/// never lets a chunk cross an expert boundary). Errors carry the element offset in `src`
+/// of the call that failed.
+fn quantize_rows(
+    t: &TensorPlan,
+    src: &[f32],
+    first_row: usize,
+    weights: Option<&[f32]>,
+    dst: &mut [u8],
+) -> Result<(), (usize, quantforge_kernels::Error)> {
+    let n_per_row = t.ne[0] as usize;
+    let Some(weights) = weights else {
+        return quantforge_kernels::quantize(t.target, src, n_per_row, None, dst)
+            .map(drop)
+            .map_err(|e| (0, e));
+    };
+    let rows_per_expert = t.ne[1] as usize;
+    let n_expert = t.ne[2] as usize;
+    let rows = src.len() / n_per_row;
+    let dst_row = dst.len() / rows.max(1);
+    let mut r = 0;
+    while r < rows {
+        let row = first_row + r;
+        // A 4-D tensor repeats its experts along ne3.
+        let expert = (row / rows_per_expert) % n_expert;
+        let run = (rows - r).min(rows_per_expert - row % rows_per_expert);
+        let w = &weights[expert * n_per_row..(expert + 1) * n_per_row];
+        quantforge_kernels::quantize(
+            t.target,
+            &src[r * n_per_row..(r + run) * n_per_row],
+            n_per_row,
+            Some(w),
+            &mut dst[r * dst_row..(r + run) * dst_row],
+        )
+        .map_err(|e| (r * n_per_row, e))?;
+        r += run;
+    }
+    Ok(())
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use super::tiny_llama::TinyLlama;
+use quantforge_formats::gguf::GgufFile;
 use std::path::{Path, PathBuf};
 
 /// The presets issue 6 names.
@@ -28,6 +29,53 @@ pub fn presets_and(more: &[&'static str]) -> Vec<&'static str> {
     let mut all = presets(&PRESETS);
     all.extend(presets(more));
     all
+}
+
+/// Threads for both quantizers: one per CPU.
+pub fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Where two files first differ, named by the part of the file (header or tensor).
+pub fn first_difference(ours: &Path, theirs: &Path) -> Option<String> {
+    let (a, b) = match (GgufFile::open(ours), GgufFile::open(theirs)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (a, b) => {
+            return Some(format!(
+                "cannot open: ours {:?}, llama.cpp's {:?}",
+                a.err(),
+                b.err()
+            ));
+        }
+    };
+    let (x, y) = (a.bytes(), b.bytes());
+    let at = x
+        .iter()
+        .zip(y)
+        .position(|(p, q)| p != q)
+        .or_else(|| (x.len() != y.len()).then_some(x.len().min(y.len())))?;
+    let layout = b.layout();
+    let place = if (at as u64) < layout.data_offset {
+        "the header".to_string()
+    } else {
+        let rel = at as u64 - layout.data_offset;
+        let i = layout
+            .offsets
+            .partition_point(|&o| o <= rel)
+            .saturating_sub(1);
+        let t = &b.tensors()[i];
+        format!(
+            "tensor {} ({}), byte {}",
+            t.name(),
+            t.ty(),
+            rel - layout.offsets[i]
+        )
+    };
+    Some(format!(
+        "sizes {} vs {} (llama.cpp); first difference at byte {at}, in {place}",
+        x.len(),
+        y.len()
+    ))
 }
 
 /// Writes `model` as `model-f16.gguf` in `dir`.

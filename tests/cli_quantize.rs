@@ -413,3 +413,48 @@ fn imatrix_problems_exit_2_naming_file_entry_or_tensor() {
     // Without the type that requires it, a missing entry only means no weights.
     ok(&run(&partial, "Q4_K_M"));
 }
+
+#[test]
+fn include_and_exclude_weights_filter_the_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let imatrix = dir.path().join("imatrix.gguf");
+    tiny_imatrix(&imatrix, &[], |_, _| {});
+    let out = dir.path().join("out.gguf");
+    let input = tiny();
+    let entries = |filter: &[&str]| {
+        let mut args = vec!["quantize", "-q", "--imatrix", s(&imatrix)];
+        args.extend_from_slice(filter);
+        args.extend_from_slice(&[s(&input), s(&out), "Q4_K_M"]);
+        ok(&quantforge(&args));
+        let f = GgufFile::open(&out).unwrap();
+        let n = f.metadata().get_u32("quantize.imatrix.entries_count").ok();
+        std::fs::remove_file(&out).unwrap();
+        n
+    };
+    assert_eq!(entries(&[]), Some(29));
+    // Substrings, repeatable.
+    assert_eq!(
+        entries(&["--include-weights", "attn_v", "--include-weights", "blk.0."]),
+        Some(10)
+    );
+    assert_eq!(entries(&["--exclude-weights", "blk."]), Some(1));
+    // Nothing left: quantized as without --imatrix, no imatrix metadata.
+    assert_eq!(entries(&["--include-weights", "nothing"]), None);
+
+    fails_with(
+        &quantforge(&[
+            "quantize",
+            "--imatrix",
+            s(&imatrix),
+            "--include-weights",
+            "a",
+            "--exclude-weights",
+            "b",
+            s(&tiny()),
+            s(&out),
+            "Q4_K_M",
+        ]),
+        "--include-weights and --exclude-weights cannot be used together",
+    );
+    no_files_in(dir.path(), &[&imatrix]);
+}

@@ -122,22 +122,27 @@ impl RawImatrix {
     }
 }
 
+/// llama.cpp's quantizer given what llama-quantize hands it: the entries and, after the
+/// user's overrides, the imatrix keys (neither when no entry is left).
 fn llama_quantize(
     input: &Path,
     out: &Path,
     preset: Preset,
-    m: &Imatrix,
+    m: Option<&Imatrix>,
     file: &Path,
 ) -> Result<(), String> {
     let mut q = Quantize::new(preset.ftype.code());
     q.nthread = threads() as i32;
-    q.imatrix = m
-        .entries()
-        .map(|(name, values)| (name.to_vec(), values.to_vec()))
-        .collect();
-    q.kv_overrides = user_overrides()
+    let mut overrides = user_overrides();
+    if let Some(m) = m {
+        q.imatrix = m
+            .entries()
+            .map(|(name, values)| (name.to_vec(), values.to_vec()))
+            .collect();
+        overrides.extend(m.metadata(file.as_os_str().as_encoded_bytes()));
+    }
+    q.kv_overrides = overrides
         .iter()
-        .chain(&m.metadata(file.as_os_str().as_encoded_bytes()))
         .map(|(k, v)| (k.clone(), kv_value(v)))
         .collect();
     quantize(input, out, &q)
@@ -177,13 +182,14 @@ fn quantforge_quantize(
 fn compare(input: &Path, file: &Path, filter: &WeightFilter, presets: &[&str]) -> Vec<String> {
     let mut m = Imatrix::load(file).expect("quantforge reads the imatrix");
     m.retain(filter);
+    let m = (!m.is_empty()).then_some(m);
     let dir = tempfile::tempdir().expect("temp dir");
     let (ours, theirs) = (dir.path().join("ours.gguf"), dir.path().join("llama.gguf"));
     let mut failures = Vec::new();
     for name in presets {
         let preset = Preset::parse(name).expect("a preset");
-        let llama = llama_quantize(input, &theirs, preset, &m, file);
-        let qf = quantforge_quantize(input, &ours, preset, Some(&m), file);
+        let llama = llama_quantize(input, &theirs, preset, m.as_ref(), file);
+        let qf = quantforge_quantize(input, &ours, preset, m.as_ref(), file);
         match (llama, qf) {
             (Ok(()), Ok(())) => {
                 if let Some(diff) = first_difference(&ours, &theirs) {
@@ -253,6 +259,48 @@ fn drawn_moe_llama_with_imatrix_bytes() {
     );
 }
 
+/// `--include-weights` / `--exclude-weights`: fewer entries, a smaller entry count in the
+/// metadata; none left is no imatrix at all (the mixes that depend on one change back).
+#[test]
+fn include_and_exclude_weights_bytes() {
+    // Eight layers: the first ffn_down follows the Q4_0/IQ4_NL rules that depend on
+    // whether an imatrix is given.
+    let model = TinyLlama {
+        n_layer: 8,
+        ..TinyLlama::COMMITTED
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_model(dir.path(), &model);
+    let file = dir.path().join("imatrix.gguf");
+    RawImatrix::random(&model, 14, true).write_gguf(&file);
+    let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let filters = [
+        (
+            "include attn_v, ffn_down",
+            WeightFilter::new(names(&["attn_v", "ffn_down"]), vec![]),
+        ),
+        (
+            "exclude blk.1., output",
+            WeightFilter::new(vec![], names(&["blk.1.", "output"])),
+        ),
+        (
+            "include nothing there",
+            WeightFilter::new(names(&["no-such-tensor"]), vec![]),
+        ),
+    ];
+    let presets = ["Q4_K_M", "Q4_0", "IQ4_NL", "Q2_K"];
+    let mut failures = Vec::new();
+    for (what, filter) in filters {
+        let filter = filter.expect("one kind of filter");
+        failures.extend(
+            compare(&input, &file, &filter, &presets)
+                .into_iter()
+                .map(|f| format!("{what}: {f}")),
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// The importance values change the output (so the comparison above compares something),
 /// and missing entries behave alike: quantized without for most types, refused by both
 /// for Q2_K_S.
@@ -272,7 +320,7 @@ fn partial_imatrix_and_its_effect() {
     let preset = Preset::parse("Q2_K_S").unwrap();
     let m = Imatrix::load(&file).unwrap();
     let out = dir.path().join("out.gguf");
-    let llama = llama_quantize(&input, &out, preset, &m, &file);
+    let llama = llama_quantize(&input, &out, preset, Some(&m), &file);
     let qf = quantforge_quantize(&input, &out, preset, Some(&m), &file);
     assert!(
         llama.is_err(),

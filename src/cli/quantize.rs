@@ -4,7 +4,7 @@
 //! writes the result through [`crate::pipeline::run`].
 
 use super::file_kind::{self, FileKind};
-use crate::pipeline::imatrix::{Imatrix, ImatrixFormat, ImatrixUse};
+use crate::pipeline::imatrix::{Imatrix, ImatrixFormat, ImatrixUse, WeightFilter};
 use crate::pipeline::plan::{Options, Plan, Preset, TensorTypeRule, plan};
 use crate::pipeline::run::{self, Progress, RunOptions, Summary};
 use anyhow::{Context, Result, bail};
@@ -58,6 +58,13 @@ pub struct QuantizeArgs {
     /// quantizers; some types (IQ2_*, IQ1_*, Q2_K_S) require one.
     #[arg(long, value_name = "FILE")]
     imatrix: Option<PathBuf>,
+    /// Use the imatrix only for tensors whose name contains NAME (repeatable).
+    #[arg(long, value_name = "NAME")]
+    include_weights: Vec<String>,
+    /// Use the imatrix for every tensor except those whose name contains NAME
+    /// (repeatable; not together with --include-weights).
+    #[arg(long, value_name = "NAME")]
+    exclude_weights: Vec<String>,
     /// Print the per-tensor plan and sizes; write nothing.
     #[arg(long)]
     dry_run: bool,
@@ -102,9 +109,17 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         .iter()
         .map(|a| parse_kv_override(a))
         .collect::<Result<Vec<_>>>()?;
+    let filter = WeightFilter::new(args.include_weights.clone(), args.exclude_weights.clone())?;
     let imatrix = match &args.imatrix {
-        Some(path) => load_imatrix(path, args.quiet)?,
-        None => None,
+        Some(path) => load_imatrix(path, &filter, args.quiet)?,
+        None => {
+            if !matches!(filter, WeightFilter::All) {
+                eprintln!(
+                    "quantforge: warning: --include-weights/--exclude-weights do nothing without --imatrix"
+                );
+            }
+            None
+        }
     };
     if let (Some(m), Some(path)) = (&imatrix, &args.imatrix) {
         // llama-quantize adds these after the user's overrides.
@@ -158,10 +173,16 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Loads `--imatrix` and says what it holds; `None` when it has no entries, which
-/// llama-quantize treats as no importance matrix at all.
-fn load_imatrix(path: &std::path::Path, quiet: bool) -> Result<Option<Imatrix>> {
-    let m = Imatrix::load(path)?;
+/// Loads `--imatrix`, keeps the entries `filter` keeps and says what it holds; `None` when
+/// no entry is left, which llama-quantize treats as no importance matrix at all.
+fn load_imatrix(
+    path: &std::path::Path,
+    filter: &WeightFilter,
+    quiet: bool,
+) -> Result<Option<Imatrix>> {
+    let mut m = Imatrix::load(path)?;
+    let loaded = m.len();
+    m.retain(filter);
     for name in m.skipped() {
         eprintln!(
             "quantforge: warning: imatrix entry {} has no counts; skipped",
@@ -178,9 +199,13 @@ fn load_imatrix(path: &std::path::Path, quiet: bool) -> Result<Option<Imatrix>> 
             .iter()
             .map(|d| String::from_utf8_lossy(d))
             .collect();
+        let kept = if m.len() == loaded {
+            String::new()
+        } else {
+            format!(" ({} kept by --include/--exclude-weights)", m.len())
+        };
         println!(
-            "imatrix: {} entries from {} ({format} format), computed on {} chunks{}",
-            m.len(),
+            "imatrix: {loaded} entries{kept} from {} ({format} format), computed on {} chunks{}",
             path.display(),
             m.chunk_count(),
             if datasets.is_empty() {
@@ -190,7 +215,11 @@ fn load_imatrix(path: &std::path::Path, quiet: bool) -> Result<Option<Imatrix>> 
             }
         );
     }
-    Ok((!m.is_empty()).then_some(m))
+    if m.is_empty() {
+        eprintln!("quantforge: warning: no imatrix entries to use; quantizing without them");
+        return Ok(None);
+    }
+    Ok(Some(m))
 }
 
 fn target_preset(args: &QuantizeArgs) -> Result<Preset> {

@@ -458,3 +458,59 @@ fn include_and_exclude_weights_filter_the_entries() {
     );
     no_files_in(dir.path(), &[&imatrix]);
 }
+
+#[test]
+fn progress_is_one_line_per_tensor_in_a_log_and_nothing_with_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.gguf");
+    let logged = quantforge(&["quantize", s(&tiny()), s(&out), "Q4_K_M"]);
+    let text = ok(&logged);
+    assert!(text.contains("[   1/  39] output.weight"), "{text}");
+    assert!(text.contains("[  39/  39] blk.3.ffn_up.weight"), "{text}");
+    assert!(String::from_utf8_lossy(&logged.stderr).is_empty());
+    // The summary: type pairs with counts and sizes, totals, fallbacks, time and rate.
+    for needle in [
+        "  f32     -> f32           9        0.009 ->        0.009",
+        "  f16     -> q4_K         25        4.188 ->        1.178",
+        "  f16     -> q6_K          5        1.062 ->        0.436",
+        "  total                   39        5.259 ->        1.622",
+        "  30 converted, 0 fallbacks; ",
+        " MB/s",
+    ] {
+        assert!(text.contains(needle), "no {needle:?} in {text}");
+    }
+    let quiet = quantforge(&["quantize", "--quiet", s(&tiny()), s(&out), "Q4_K_M"]);
+    let text = ok(&quiet);
+    assert!(!text.contains("output.weight"), "{text}");
+    assert!(text.starts_with("wrote "), "{text}");
+    assert!(quiet.stderr.is_empty());
+}
+
+/// On a terminal (a pseudo-terminal from util-linux `script`): a progress bar on standard
+/// error instead of the per-tensor lines.
+#[cfg(target_os = "linux")]
+#[test]
+fn progress_is_a_bar_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.gguf");
+    let quote = |p: &Path| format!("'{}'", s(p).replace('\'', r"'\''"));
+    let command = format!(
+        "{} quantize {} {} Q4_K_M",
+        quote(Path::new(env!("CARGO_BIN_EXE_quantforge"))),
+        quote(&tiny()),
+        quote(&out)
+    );
+    let Ok(run) = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+    else {
+        eprintln!("SKIPPED: no `script` command to give quantforge a terminal");
+        return;
+    };
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{text}");
+    assert!(text.contains("/5.26 MiB") && text.contains("ETA"), "{text}");
+    assert!(text.contains("/39 tensors "), "{text}");
+    assert!(!text.contains("[   1/  39]"), "{text}");
+    assert!(text.contains("wrote "), "{text}");
+}

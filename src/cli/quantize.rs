@@ -1,17 +1,20 @@
 //! `quantforge quantize IN OUT --type T [--threads N]`, or llama-quantize's positional form
 //! `quantforge quantize [options] IN OUT TYPE [NTHREADS]`: requantizes a GGUF model with
 //! the per-tensor decisions of llama.cpp's quantizer ([`crate::pipeline::plan`]) and
-//! writes the result through [`crate::pipeline::run`].
+//! writes the result through [`crate::pipeline::run`]. What it prints while and after it
+//! runs (progress bar or lines, summary table) is in `report`.
+
+mod report;
 
 use super::file_kind::{self, FileKind};
-use crate::pipeline::imatrix::{Imatrix, ImatrixFormat, ImatrixUse, WeightFilter};
-use crate::pipeline::plan::{Options, Plan, Preset, TensorTypeRule, plan};
-use crate::pipeline::run::{self, Progress, RunOptions, Summary};
+use crate::pipeline::imatrix::{Imatrix, ImatrixFormat, WeightFilter};
+use crate::pipeline::plan::{Options, Preset, TensorTypeRule, plan};
+use crate::pipeline::run::{self, RunOptions};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use quantforge_formats::gguf::{GgufModel, Value};
 use quantforge_kernels::GgmlType;
-use std::io::Write;
+use report::{ProgressMode, Reporter, print_plan};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -68,7 +71,8 @@ pub struct QuantizeArgs {
     /// Print the per-tensor plan and sizes; write nothing.
     #[arg(long)]
     dry_run: bool,
-    /// No per-tensor lines, only errors and the summary.
+    /// No progress (neither the bar shown on a terminal nor the per-tensor lines written
+    /// otherwise), only warnings, errors and the summary.
     #[arg(long, short)]
     quiet: bool,
     /// Input GGUF file (or the first part of a split set).
@@ -156,20 +160,12 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         kv_overrides,
         imatrix,
     };
-    let quiet = args.quiet;
+    let mut reporter = Reporter::new(&plan, ProgressMode::choose(args.quiet));
     let summary = run::run(&model, &plan, &args.output, &run_options, |p| {
-        if !quiet {
-            print_progress(p);
-        }
+        reporter.tensor_done(p)
     })
     .with_context(|| format!("quantizing {}", args.input.display()))?;
-    print_summary(&plan, &summary, &args.output);
-    if options.has_imatrix {
-        println!(
-            "imatrix: {} of {} converted tensors weighted",
-            summary.imatrix_used, summary.converted
-        );
-    }
+    reporter.finish(&summary, &args.output, options.has_imatrix);
     Ok(())
 }
 
@@ -274,88 +270,4 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     }
-}
-
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1 << 20) as f64
-}
-
-fn shape(ne: &[u64; 4]) -> String {
-    let n_dims = ne.iter().rposition(|&n| n > 1).map_or(1, |i| i + 1);
-    ne[..n_dims]
-        .iter()
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn print_plan(plan: &Plan) {
-    let mut out = std::io::stdout().lock();
-    let (mut before, mut after) = (0u64, 0u64);
-    for t in &plan.tensors {
-        let b = t.bytes_as(t.source).unwrap_or(0);
-        let a = t.bytes_as(t.target).unwrap_or(0);
-        before += b;
-        after += a;
-        let fallback = t
-            .fallback
-            .map(|f| format!(", fallback from {}", f.wanted))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "{:<40} [{:>16}] {:>7} -> {:<7} {:>10.3} MiB -> {:>10.3} MiB  {}{fallback}",
-            t.name,
-            shape(&t.ne),
-            t.source.name(),
-            t.target.name(),
-            mib(b),
-            mib(a),
-            t.reason,
-        );
-    }
-    let _ = writeln!(
-        out,
-        "{} tensors, {:.2} MiB -> {:.2} MiB, {} fallbacks, general.file_type = {}",
-        plan.tensors.len(),
-        mib(before),
-        mib(after),
-        plan.n_fallback,
-        plan.file_type
-    );
-}
-
-fn print_progress(p: &Progress<'_>) {
-    let t = p.tensor;
-    let imatrix = match p.imatrix {
-        None | Some(ImatrixUse::Used) => String::new(),
-        Some(ImatrixUse::NoEntry) => "  (no imatrix entry)".to_string(),
-        Some(ImatrixUse::WrongSizeIgnored { len, expected }) => {
-            format!("  (imatrix entry of {len} values, not {expected}: ignored)")
-        }
-    };
-    println!(
-        "[{:>4}/{:>4}] {:<40} [{:>16}] {:>7} -> {:<7} {:>10.3} MiB -> {:>10.3} MiB{imatrix}",
-        p.done,
-        p.total,
-        t.name,
-        shape(&t.ne),
-        t.source.name(),
-        t.target.name(),
-        mib(p.bytes_in),
-        mib(p.bytes_out),
-    );
-}
-
-fn print_summary(plan: &Plan, s: &Summary, output: &std::path::Path) {
-    println!(
-        "wrote {}: {} tensors ({} converted, {} fallbacks), {:.2} MiB -> {:.2} MiB, {:.2} s, {:.1} MB/s",
-        output.display(),
-        s.tensors,
-        s.converted,
-        plan.n_fallback,
-        mib(s.bytes_in),
-        mib(s.bytes_out),
-        s.seconds,
-        s.bytes_in as f64 / 1e6 / s.seconds.max(1e-9),
-    );
 }

@@ -279,21 +279,30 @@ fn c_path(path: &Path) -> Result<CString, QuantizeError> {
     CString::new(s).map_err(|_| fail("contains NUL"))
 }
 
+/// The strings as C strings for the call; one with a NUL inside is refused, naming `what`.
+fn c_strings<'a>(
+    strings: impl Iterator<Item = &'a [u8]>,
+    what: &str,
+) -> Result<Vec<CString>, QuantizeError> {
+    strings
+        .map(|s| {
+            CString::new(s).map_err(|_| QuantizeError {
+                log: format!("{what} {:?} contains NUL", String::from_utf8_lossy(s)),
+            })
+        })
+        .collect()
+}
+
 /// Runs llama.cpp's quantizer from `input` (a GGUF) to `output`. Returns the warnings
 /// llama.cpp logged (fallbacks, overrides) on success.
 pub fn quantize(input: &Path, output: &Path, q: &Quantize) -> Result<String, QuantizeError> {
     init();
     let inp = c_path(input)?;
     let out = c_path(output)?;
-    let patterns: Vec<CString> = q
-        .tensor_types
-        .iter()
-        .map(|(p, _)| {
-            CString::new(p.as_str()).map_err(|_| QuantizeError {
-                log: format!("tensor type pattern {p:?} contains NUL"),
-            })
-        })
-        .collect::<Result<_, _>>()?;
+    let patterns = c_strings(
+        q.tensor_types.iter().map(|(p, _)| p.as_bytes()),
+        "tensor type pattern",
+    )?;
     let mut overrides: Vec<TensorTypeOverride> = patterns
         .iter()
         .zip(&q.tensor_types)
@@ -307,18 +316,7 @@ pub fn quantize(input: &Path, output: &Path, q: &Quantize) -> Result<String, Qua
         ty: NO_TYPE,
     });
 
-    let names: Vec<CString> = q
-        .imatrix
-        .iter()
-        .map(|(name, _)| {
-            CString::new(name.as_slice()).map_err(|_| QuantizeError {
-                log: format!(
-                    "imatrix entry {:?} contains NUL",
-                    String::from_utf8_lossy(name)
-                ),
-            })
-        })
-        .collect::<Result<_, _>>()?;
+    let names = c_strings(q.imatrix.iter().map(|(n, _)| n.as_slice()), "imatrix entry")?;
     let mut imatrix: Vec<ImatrixData> = names
         .iter()
         .zip(&q.imatrix)

@@ -194,6 +194,9 @@ pub struct Quantize {
     pub token_embedding_type: Option<u32>,
     /// `--tensor-type PATTERN=TYPE` rules (pattern as llama.cpp gets it, type code).
     pub tensor_types: Vec<(String, u32)>,
+    /// `--keep-split`: one output per input file, named `OUTPUT-0000i-of-0000n.gguf`
+    /// (`output` is then the prefix).
+    pub keep_split: bool,
     /// Importance matrix entries (name, averaged values) as llama-quantize loads them;
     /// empty for none.
     pub imatrix: Vec<(Vec<u8>, Vec<f32>)>,
@@ -214,6 +217,7 @@ impl Quantize {
             output_tensor_type: None,
             token_embedding_type: None,
             tensor_types: Vec::new(),
+            keep_split: false,
             imatrix: Vec::new(),
             kv_overrides: Vec::new(),
         }
@@ -345,6 +349,7 @@ pub fn quantize(input: &Path, output: &Path, q: &Quantize) -> Result<String, Qua
     params.quantize_output_tensor = q.quantize_output_tensor;
     params.only_copy = q.only_copy;
     params.pure = q.pure;
+    params.keep_split = q.keep_split;
     params.output_tensor_type = q.output_tensor_type.unwrap_or(NO_TYPE);
     params.token_embedding_type = q.token_embedding_type.unwrap_or(NO_TYPE);
     if !q.tensor_types.is_empty() {

@@ -135,3 +135,56 @@ fn real_gemma_bytes_every_preset() {
     std::fs::remove_file(&ours).unwrap();
     check_all("real Gemma-3-270M F16", &theirs, &presets(&PRESETS));
 }
+
+/// `--keep-split` on a model in three files: the three outputs byte-identical to the
+/// three llama.cpp writes, for a few presets.
+#[test]
+fn keep_split_outputs_are_llama_cpp_files() {
+    use quantforge::pipeline::run::OutputLayout;
+    use quantforge_formats::gguf::{SplitLimits, split_path};
+    let dir = tempfile::tempdir().unwrap();
+    let single = write_model(dir.path(), &TinyLlama::COMMITTED);
+    let whole = GgufModel::open(&single).unwrap();
+    let per_part = whole.n_tensors().div_ceil(3);
+    let input_prefix = dir.path().join("in");
+    let parts = whole
+        .write_split(
+            &input_prefix,
+            SplitLimits {
+                max_tensors: Some(per_part),
+                max_bytes: None,
+            },
+        )
+        .unwrap();
+    assert_eq!(parts.len(), 3);
+    let mut failures = Vec::new();
+    for name in ["Q4_K_M", "Q8_0", "Q5_K_S"] {
+        let mut options = Options::new(Preset::parse(name).unwrap());
+        options.keep_split = true;
+        let theirs = dir.path().join(format!("llama-{name}"));
+        let ours = dir.path().join(format!("ours-{name}"));
+        let mut q = Quantize::new(options.ftype.code());
+        q.keep_split = true;
+        q.nthread = threads() as i32;
+        quantize(&parts[0], &theirs, &q).expect("llama.cpp quantizes the set");
+
+        let model = GgufModel::open(&parts[0]).unwrap();
+        let params = ModelParams::from_gguf(model.metadata()).unwrap();
+        let plan = plan(&params, &tensor_specs(&model), &options).unwrap();
+        let run_options = RunOptions {
+            threads: threads(),
+            layout: OutputLayout::KeepSplit,
+            ..RunOptions::default()
+        };
+        let summary = run(&model, &plan, &ours, &run_options, |_| {}).unwrap();
+        assert_eq!(summary.files.len(), 3);
+        for no in 0..3 {
+            let (a, b) = (split_path(&ours, no, 3), split_path(&theirs, no, 3));
+            assert_eq!(summary.files[usize::from(no)], a);
+            if let Some(diff) = first_difference(&a, &b) {
+                failures.push(format!("{name} part {no}: {diff}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -171,6 +171,7 @@ fn quantforge_quantize(
         threads: threads(),
         kv_overrides,
         imatrix: m.cloned(),
+        ..RunOptions::default()
     };
     run(&model, &plan, out, &run_options, |_| {})
         .map(drop)

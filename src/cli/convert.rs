@@ -82,7 +82,7 @@ fn convert_gguf(args: &ConvertArgs) -> Result<()> {
 }
 
 /// OUT without a trailing `.gguf`: `out/model.gguf` -> `out/model`.
-fn split_prefix(output: &Path) -> PathBuf {
+pub(super) fn split_prefix(output: &Path) -> PathBuf {
     match output.to_str().and_then(|s| s.strip_suffix(".gguf")) {
         Some(stem) if !stem.is_empty() && !stem.ends_with('/') => PathBuf::from(stem),
         _ => output.to_path_buf(),
@@ -90,7 +90,7 @@ fn split_prefix(output: &Path) -> PathBuf {
 }
 
 /// `2G` -> 2_000_000_000, `512MiB` -> 536_870_912, `1000` -> 1000.
-fn parse_size(text: &str) -> Result<u64> {
+pub(super) fn parse_size(text: &str) -> Result<u64> {
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());

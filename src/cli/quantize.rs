@@ -9,10 +9,10 @@ mod report;
 use super::file_kind::{self, FileKind};
 use crate::pipeline::imatrix::{Imatrix, ImatrixFormat, WeightFilter};
 use crate::pipeline::plan::{Options, Preset, TensorTypeRule, plan};
-use crate::pipeline::run::{self, RunOptions};
+use crate::pipeline::run::{self, OutputLayout, RunOptions};
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use quantforge_formats::gguf::{GgufModel, Value};
+use quantforge_formats::gguf::{GgufModel, SplitLimits, Value};
 use quantforge_kernels::GgmlType;
 use report::{ProgressMode, Reporter, print_plan};
 use std::path::PathBuf;
@@ -68,6 +68,18 @@ pub struct QuantizeArgs {
     /// (repeatable; not together with --include-weights).
     #[arg(long, value_name = "NAME")]
     exclude_weights: Vec<String>,
+    /// One output file per input file (IN a split set): OUT-00001-of-0000N.gguf, ... (a
+    /// trailing .gguf on OUT is dropped), laid out as llama-quantize --keep-split does.
+    #[arg(long, conflicts_with_all = ["split_max_size", "split_max_tensors"])]
+    keep_split: bool,
+    /// Cut the output into a split set of at most SIZE bytes of tensor data per part, as
+    /// gguf-split does: a number with an optional unit K, M, G, T (powers of 1000) or
+    /// KiB, MiB, GiB, TiB, e.g. 2G. Parts are named as with --keep-split.
+    #[arg(long, value_name = "SIZE", value_parser = super::convert::parse_size)]
+    split_max_size: Option<u64>,
+    /// Cut the output into a split set of at most N tensors per part.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    split_max_tensors: Option<u64>,
     /// Print the per-tensor plan and sizes; write nothing.
     #[arg(long)]
     dry_run: bool,
@@ -103,6 +115,7 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
     options.pure = args.pure;
     options.output_tensor_type = args.output_tensor_type;
     options.token_embedding_type = args.token_embedding_type;
+    options.keep_split = args.keep_split;
     options.tensor_types = args
         .tensor_type
         .iter()
@@ -155,17 +168,34 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
             args.input.display()
         );
     }
+    let layout = if args.keep_split {
+        OutputLayout::KeepSplit
+    } else if args.split_max_size.is_some() || args.split_max_tensors.is_some() {
+        OutputLayout::Split(SplitLimits {
+            max_tensors: args
+                .split_max_tensors
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            max_bytes: args.split_max_size,
+        })
+    } else {
+        OutputLayout::Single
+    };
+    let output = match layout {
+        OutputLayout::Single => args.output.clone(),
+        _ => super::convert::split_prefix(&args.output),
+    };
     let run_options = RunOptions {
         threads,
         kv_overrides,
         imatrix,
+        layout,
     };
     let mut reporter = Reporter::new(&plan, ProgressMode::choose(args.quiet));
-    let summary = run::run(&model, &plan, &args.output, &run_options, |p| {
+    let summary = run::run(&model, &plan, &output, &run_options, |p| {
         reporter.tensor_done(p)
     })
     .with_context(|| format!("quantizing {}", args.input.display()))?;
-    reporter.finish(&summary, &args.output, options.has_imatrix);
+    reporter.finish(&summary, options.has_imatrix);
     Ok(())
 }
 

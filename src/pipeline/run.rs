@@ -15,13 +15,15 @@
 use super::imatrix::{Imatrix, ImatrixError, ImatrixUse};
 use super::plan::{Plan, TensorPlan, TensorSpec};
 use quantforge_formats::gguf::{
-    GgufBuilder, GgufError, GgufFile, GgufHeader, GgufModel, KEY_SPLIT_COUNT, KEY_SPLIT_NO,
-    KEY_SPLIT_TENSORS_COUNT, Metadata, TensorInfo, TensorView, Value,
+    AtomicFile, GgufBuilder, GgufError, GgufFile, GgufHeader, GgufModel, GgufWriter,
+    KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS_COUNT, Metadata, SplitLimits, TensorInfo,
+    TensorView, Value, plan_split, split_path,
 };
 use quantforge_kernels::{GgmlType, can_dequantize, can_quantize};
 use rayon::prelude::*;
 use std::ops::Range;
 use std::path::Path;
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// Bytes of source (or of output, if larger) converted per slab before it is written.
@@ -102,6 +104,25 @@ pub struct RunOptions {
     /// The importance matrix (`--imatrix`), already filtered; the plan must have been made
     /// with `has_imatrix` set to whether this is given and not empty.
     pub imatrix: Option<Imatrix>,
+    /// How the output is laid out in files.
+    pub layout: OutputLayout,
+}
+
+/// The files a run writes. With anything but [`OutputLayout::Single`] the output path
+/// given to [`run`] is the prefix of parts named `PREFIX-00001-of-0000N.gguf`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutputLayout {
+    /// One file.
+    #[default]
+    Single,
+    /// `--keep-split`: one file per input file, as llama.cpp's quantizer writes them: the
+    /// first holds the metadata, the others only their tensors, and when there are
+    /// several each gets `split.no`, `split.count` and `split.tensors.count`, in that
+    /// order. The plan must have been made with `keep_split` set.
+    KeepSplit,
+    /// `--split-max-size` / `--split-max-tensors`: a split set cut by size or count, as
+    /// gguf-split writes it.
+    Split(SplitLimits),
 }
 
 /// One tensor done, for progress reports.
@@ -134,8 +155,10 @@ pub struct Summary {
     pub bytes_in: u64,
     /// Output tensor bytes (without header and padding).
     pub bytes_out: u64,
-    /// Output file size.
+    /// Output file size (all files together).
     pub file_size: u64,
+    /// The files written, in order.
+    pub files: Vec<PathBuf>,
     /// Wall time in seconds.
     pub seconds: f64,
 }
@@ -242,9 +265,29 @@ pub fn run(
         })?;
 
     let header = output_header(model, plan, &options.kv_overrides)?;
-    let mut writer = GgufBuilder::from_header(header).create(output)?;
+    let mut parts = output_parts(header, plan, output, options.layout)?.into_iter();
     let mut summary = Summary::default();
+    let mut finished: Vec<AtomicFile> = Vec::new();
+    let mut writer: Option<GgufWriter<'_, AtomicFile>> = None;
+    let mut left = 0usize;
     for (i, t) in plan.tensors.iter().enumerate() {
+        while left == 0 {
+            if let Some(w) = writer.take() {
+                summary.file_size += w.bytes_written();
+                finished.push(w.finish()?);
+            }
+            let Some((path, header)) = parts.next() else {
+                return Err(RunError::PlanMismatch(
+                    "the output files hold fewer tensors than the plan".to_string(),
+                ));
+            };
+            left = header.tensors().len();
+            writer = Some(GgufBuilder::from_header(header).create(&path)?);
+        }
+        left -= 1;
+        let writer = writer
+            .as_mut()
+            .expect("a file is open while tensors are left");
         let view = &views[t.input_index];
         let data = view.data();
         let source = Source {
@@ -275,10 +318,91 @@ pub fn run(
             imatrix: uses[i],
         });
     }
-    summary.file_size = writer.bytes_written();
-    writer.commit()?;
+    // The file being written, then any that hold no tensor at all.
+    if let Some(w) = writer {
+        summary.file_size += w.bytes_written();
+        finished.push(w.finish()?);
+    }
+    for (path, header) in parts {
+        let w = GgufBuilder::from_header(header).create(&path)?;
+        summary.file_size += w.bytes_written();
+        finished.push(w.finish()?);
+    }
+    // Only once every file is complete does any take its name.
+    for file in finished {
+        summary.files.push(file.path().to_path_buf());
+        file.commit()?;
+    }
     summary.seconds = start.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// The output files and their headers: `header` (every tensor of the plan, in order) as
+/// one file or cut into parts as `layout` says.
+pub fn output_parts(
+    header: GgufHeader,
+    plan: &Plan,
+    output: &Path,
+    layout: OutputLayout,
+) -> Result<Vec<(PathBuf, GgufHeader)>, RunError> {
+    let parts = match layout {
+        OutputLayout::Single => return Ok(vec![(output.to_path_buf(), header)]),
+        OutputLayout::Split(limits) => plan_split(&header, limits)?,
+        OutputLayout::KeepSplit => keep_split_parts(&header, plan)?,
+    };
+    let count = u16::try_from(parts.len()).map_err(|_| {
+        RunError::PlanMismatch(format!("{} output files are too many", parts.len()))
+    })?;
+    Ok((0u16..)
+        .zip(parts)
+        .map(|(no, part)| (split_path(output, no, count), part))
+        .collect())
+}
+
+/// llama.cpp's `--keep-split` files: tensors by their input file, the metadata in the
+/// first, `split.no` (u16), `split.count` (u16), `split.tensors.count` (i32) appended to
+/// each when there are several (`llama_model_quantize_impl`).
+fn keep_split_parts(header: &GgufHeader, plan: &Plan) -> Result<Vec<GgufHeader>, RunError> {
+    let count = plan
+        .tensors
+        .iter()
+        .map(|t| t.split)
+        .max()
+        .map_or(1, |m| m + 1);
+    let total = i32::try_from(plan.tensors.len())
+        .map_err(|_| RunError::PlanMismatch("too many tensors for split.tensors.count".into()))?;
+    let mut parts: Vec<GgufHeader> = (0..count)
+        .map(|no| {
+            let mut part = GgufHeader::new();
+            if no == 0 {
+                *part.metadata_mut() = header.metadata().clone();
+            }
+            part
+        })
+        .collect();
+    let mut last = 0;
+    for (t, info) in plan.tensors.iter().zip(header.tensors()) {
+        if t.split < last {
+            return Err(RunError::PlanMismatch(
+                "keep-split tensors are not ordered by input file".into(),
+            ));
+        }
+        last = t.split;
+        parts[usize::from(t.split)].push_tensor(info.clone())?;
+    }
+    if count > 1 {
+        for (no, part) in (0u16..).zip(parts.iter_mut()) {
+            let meta = part.metadata_mut();
+            meta.remove(KEY_SPLIT_NO);
+            meta.remove(KEY_SPLIT_COUNT);
+            meta.remove(KEY_SPLIT_TENSORS_COUNT);
+            // Non-empty constant keys: `set` cannot fail.
+            let _ = meta.set(KEY_SPLIT_NO, Value::U16(no));
+            let _ = meta.set(KEY_SPLIT_COUNT, Value::U16(count));
+            let _ = meta.set(KEY_SPLIT_TENSORS_COUNT, Value::I32(total));
+        }
+    }
+    Ok(parts)
 }
 
 fn check_convertible(t: &TensorPlan) -> Result<(), RunError> {

@@ -11,7 +11,6 @@ use quantforge_kernels::GgmlType;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
-use std::path::Path;
 use std::time::Duration;
 
 /// Names listed in the summary before "and N more".
@@ -127,12 +126,13 @@ impl Tally {
     /// The summary table: one row per type pair (in ggml type code order) with tensor
     /// counts and sizes, the totals,
     /// the fallbacks, time and rate, and (with an imatrix) how many tensors it weighted.
-    pub(super) fn table(&self, s: &Summary, output: &Path, imatrix: bool) -> String {
+    pub(super) fn table(&self, s: &Summary, imatrix: bool) -> String {
         let mut out = String::new();
+        let files: Vec<String> = s.files.iter().map(|f| f.display().to_string()).collect();
         let _ = writeln!(
             out,
             "wrote {} ({:.2} MiB)",
-            output.display(),
+            files.join(", "),
             mib(s.file_size)
         );
         let _ = writeln!(
@@ -259,11 +259,11 @@ impl<'p> Reporter<'p> {
     }
 
     /// Clears the bar and prints the summary table on standard output.
-    pub(super) fn finish(self, summary: &Summary, output: &Path, imatrix: bool) {
+    pub(super) fn finish(self, summary: &Summary, imatrix: bool) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
-        print!("{}", self.tally.table(summary, output, imatrix));
+        print!("{}", self.tally.table(summary, imatrix));
     }
 }
 
@@ -359,9 +359,10 @@ mod tests {
             bytes_in: 4 * 2048,
             bytes_out: 576 * 2 + 704 + 2048,
             file_size: 1 << 20,
+            files: vec!["out.gguf".into()],
             seconds: 0.5,
         };
-        let table = tally.table(&summary, Path::new("out.gguf"), true);
+        let table = tally.table(&summary, true);
         let expected = "\
 wrote out.gguf (1.00 MiB)
   source     output  tensors   MiB before       MiB after
@@ -374,11 +375,7 @@ imatrix: 2 of 3 converted tensors weighted; none for blk.0.attn_k.weight
 ";
         assert_eq!(table, expected);
         // Without an imatrix, no imatrix line.
-        assert!(
-            !tally
-                .table(&summary, Path::new("out.gguf"), false)
-                .contains("imatrix")
-        );
+        assert!(!tally.table(&summary, false).contains("imatrix"));
     }
 
     #[test]
@@ -390,7 +387,7 @@ imatrix: 2 of 3 converted tensors weighted; none for blk.0.attn_k.weight
         for (i, t) in ts.iter().enumerate() {
             tally.add(&progress(t, i + 1, 100, Some(ImatrixUse::NoEntry)));
         }
-        let table = tally.table(&Summary::default(), Path::new("o"), true);
+        let table = tally.table(&Summary::default(), true);
         assert!(
             table.contains("none for t0, t1, t2, t3, t4, t5 and 3 more"),
             "{table}"

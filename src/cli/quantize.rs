@@ -87,7 +87,9 @@ pub struct QuantizeArgs {
     /// otherwise), only warnings, errors and the summary.
     #[arg(long, short)]
     quiet: bool,
-    /// Input GGUF file (or the first part of a split set).
+    /// Input model: a GGUF file (or the first part of a split set), or a safetensors file
+    /// or model folder that holds a GGUF model's tensors and metadata (as `quantforge
+    /// convert` writes it).
     input: PathBuf,
     /// Output GGUF file.
     output: PathBuf,
@@ -145,13 +147,37 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
     }
     options.has_imatrix = imatrix.is_some();
 
-    if file_kind::detect(&args.input)? == FileKind::Safetensors {
+    // A safetensors input is first turned into a GGUF holding the same tensor bytes (in
+    // a temporary directory beside OUT, removed whatever happens); a GGUF that went
+    // through safetensors gets its exact metadata back.
+    let _staging;
+    let gguf_input = if file_kind::detect(&args.input)? == FileKind::Safetensors {
+        let dir = tempfile::Builder::new()
+            .prefix(".quantforge-")
+            .tempdir_in(quantforge_formats::output::parent_dir(&args.output))
+            .with_context(|| {
+                format!(
+                    "cannot create a temporary directory beside {}",
+                    args.output.display()
+                )
+            })?;
+        let path = dir.path().join("input.gguf");
+        crate::convert::safetensors_to_gguf(&args.input, &path)
+            .with_context(|| format!("reading {}", args.input.display()))?;
+        _staging = dir;
+        path
+    } else {
+        args.input.clone()
+    };
+    let model = GgufModel::open(&gguf_input)?;
+    if model.metadata().get("general.architecture").is_none() {
         bail!(
-            "{}: quantize reads GGUF input; convert safetensors first with `quantforge convert`",
+            "{}: no general.architecture: llama.cpp's quantizer needs a model converted to \
+             GGUF with its architecture metadata (convert_hf_to_gguf.py, or a safetensors \
+             file quantforge made from such a GGUF)",
             args.input.display()
         );
     }
-    let model = GgufModel::open(&args.input)?;
     let model_params = crate::pipeline::plan::ModelParams::from_gguf(model.metadata())
         .with_context(|| format!("{}", args.input.display()))?;
     let specs = run::tensor_specs(&model);

@@ -42,11 +42,7 @@ fn main() -> ExitCode {
     q.allow_requantize = allow_requantize;
     q.only_copy = preset.copy;
     let start = Instant::now();
-    match ggml_ref::llama::quantize(
-        &PathBuf::from(&args[0]),
-        &PathBuf::from(&args[1]),
-        &q,
-    ) {
+    match ggml_ref::llama::quantize(&PathBuf::from(&args[0]), &PathBuf::from(&args[1]), &q) {
         Ok(_) => {
             eprintln!("llama.cpp: {:.3} s", start.elapsed().as_secs_f64());
             ExitCode::SUCCESS

@@ -59,7 +59,9 @@ fuzz_target!(|data: &[u8]| {
         let mut ours = vec![0f32; count];
         codec.dequantize(src, &mut ours).unwrap();
         assert!(
-            ours.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()),
+            ours.iter()
+                .zip(&expected)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
             "{ty} dequantize on {} differs",
             codec.isa()
         );

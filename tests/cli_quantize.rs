@@ -1,5 +1,5 @@
 //! `quantforge quantize` as a user runs it: the README's first command on the committed
-//! tiny llama, both argument forms, --dry-run, and the errors of issue 6 (exit code 2, a
+//! tiny llama, both argument forms, --dry-run, and the errors users meet (exit code 2, a
 //! one-line reason, no file under OUT's name). Byte-identity with llama.cpp is checked in
 //! `ggml-ref/tests/llama_quantize_bytes.rs`.
 

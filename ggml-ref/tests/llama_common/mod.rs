@@ -6,7 +6,7 @@ use super::tiny_llama::TinyLlama;
 use quantforge_formats::gguf::GgufFile;
 use std::path::{Path, PathBuf};
 
-/// The presets issue 6 names.
+/// The presets the quantizer must match llama.cpp on: the common llama-quantize targets.
 pub const PRESETS: [&str; 20] = [
     "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K",
     "Q3_K_S", "Q3_K_M", "Q3_K_L", "TQ1_0", "TQ2_0", "F16", "BF16", "F32", "COPY",

@@ -270,6 +270,7 @@ pub fn run(
     let mut finished: Vec<AtomicFile> = Vec::new();
     let mut writer: Option<GgufWriter<'_, AtomicFile>> = None;
     let mut left = 0usize;
+    let mut slab = [Vec::new(), Vec::new()];
     for (i, t) in plan.tensors.iter().enumerate() {
         while left == 0 {
             if let Some(w) = writer.take() {
@@ -300,7 +301,11 @@ pub fn run(
             _ => None,
         };
         let bytes_out = if t.converts() {
-            pool.install(|| convert(t, &source, weights, |chunk| writer.write_chunk(chunk)))?
+            pool.install(|| {
+                convert(t, &source, weights, &mut slab, |chunk| {
+                    writer.write_chunk(chunk)
+                })
+            })?
         } else {
             copy(&source, |chunk| writer.write_chunk(chunk))?
         };
@@ -481,7 +486,8 @@ fn convert(
     t: &TensorPlan,
     source: &Source<'_>,
     weights: Option<&[f32]>,
-    mut write: impl FnMut(&[u8]) -> Result<(), GgufError>,
+    out: &mut [Vec<u8>; 2],
+    mut write: impl FnMut(&[u8]) -> Result<(), GgufError> + Send,
 ) -> Result<u64, RunError> {
     let codec_error = |source| RunError::Codec {
         tensor: t.name.clone(),
@@ -499,45 +505,93 @@ fn convert(
     let slab_rows = (SLAB_BYTES / src_row.max(dst_row))
         .max(1)
         .next_multiple_of(task_rows);
-    let mut out = vec![0u8; slab_rows.min(n_rows) * dst_row];
-    let mut written = 0u64;
+    // Two output slabs, reused from tensor to tensor (their pages stay mapped): while
+    // one is written out, the workers fill the other.
+    let slab_len = slab_rows.min(n_rows) * dst_row;
+    for b in out.iter_mut() {
+        b.resize(b.len().max(slab_len), 0);
+    }
+    let [ready, filling] = out;
     let slabs = source.slabs(src_row, slab_rows);
     source.prefetch(slabs[0].clone())?;
-    for (i, range) in slabs.iter().enumerate() {
+    let fill = |i: usize, dst: &mut Vec<u8>| -> Result<usize, RunError> {
         if let Some(next) = slabs.get(i + 1) {
             source.prefetch(next.clone())?;
         }
         let first = i * slab_rows;
-        let src = &source.data[range.clone()];
+        let src = &source.data[slabs[i].clone()];
         let rows = src.len() / src_row;
-        let dst = &mut out[..rows * dst_row];
-        dst.par_chunks_mut(task_rows * dst_row)
+        dst[..rows * dst_row]
+            .par_chunks_mut(task_rows * dst_row)
             .zip(src.par_chunks(task_rows * src_row))
             .enumerate()
-            .try_for_each_init(Vec::new, |f32s: &mut Vec<f32>, (k, (y, x))| {
+            .try_for_each(|(k, (y, x))| {
                 let n = x.len() / src_row * n_per_row;
+                let mut f32s = SCRATCH.take();
                 f32s.resize(n, 0.0);
-                quantforge_kernels::dequantize(t.source, x, f32s).map_err(codec_error)?;
-                let first_row = first + k * task_rows;
-                quantize_rows(t, f32s, first_row, weights, y).map_err(|(at, e)| match e {
-                    quantforge_kernels::Error::NonFinite { index, value } => {
-                        let index = (first_row * n_per_row + at + index) as u64;
-                        RunError::NonFinite {
-                            tensor: t.name.clone(),
-                            value,
-                            index,
-                            row: index / n_per_row as u64,
-                            column: index % n_per_row as u64,
-                        }
-                    }
-                    other => codec_error(other),
-                })
+                let done =
+                    widen_and_quantize(t, x, &mut f32s[..n], first + k * task_rows, weights, y);
+                SCRATCH.set(f32s);
+                done
             })?;
-        write(dst)?;
-        source.release(range.clone())?;
-        written += dst.len() as u64;
+        source.release(slabs[i].clone())?;
+        Ok(rows * dst_row)
+    };
+    let mut written = 0u64;
+    let mut len = fill(0, ready)?;
+    for i in 0..slabs.len() {
+        let (wrote, next) = rayon::join(
+            || write(&ready[..len]),
+            || match i + 1 < slabs.len() {
+                true => fill(i + 1, filling).map(Some),
+                false => Ok(None),
+            },
+        );
+        wrote?;
+        written += len as u64;
+        if let Some(next_len) = next? {
+            len = next_len;
+            std::mem::swap(ready, filling);
+        }
     }
     Ok(written)
+}
+
+thread_local! {
+    /// Each worker's f32 rows, kept between tasks and tensors (a fresh buffer per task
+    /// would be mapped, faulted in and unmapped every time).
+    static SCRATCH: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Widens the source rows `x` of `t` into `f32s` and quantizes them into `y`; the rows
+/// start at row `first_row` of the tensor.
+fn widen_and_quantize(
+    t: &TensorPlan,
+    x: &[u8],
+    f32s: &mut [f32],
+    first_row: usize,
+    weights: Option<&[f32]>,
+    y: &mut [u8],
+) -> Result<(), RunError> {
+    let codec_error = |source| RunError::Codec {
+        tensor: t.name.clone(),
+        source,
+    };
+    let n_per_row = t.ne[0] as usize;
+    quantforge_kernels::dequantize(t.source, x, f32s).map_err(codec_error)?;
+    quantize_rows(t, f32s, first_row, weights, y).map_err(|(at, e)| match e {
+        quantforge_kernels::Error::NonFinite { index, value } => {
+            let index = (first_row * n_per_row + at + index) as u64;
+            RunError::NonFinite {
+                tensor: t.name.clone(),
+                value,
+                index,
+                row: index / n_per_row as u64,
+                column: index % n_per_row as u64,
+            }
+        }
+        other => codec_error(other),
+    })
 }
 
 /// Quantizes consecutive rows of `t` starting at row `first_row` of the tensor, each run of

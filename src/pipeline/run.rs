@@ -4,9 +4,12 @@
 //!
 //! A converted tensor is widened to f32 a slab of rows at a time and quantized on all
 //! threads of a rayon pool; each row is quantized by itself, so the bytes are the same
-//! whatever the thread count. Memory stays around one output slab plus a few MiB per
-//! thread: the source is mapped, the next slab's pages are asked for ahead of use, and
-//! each slab's pages are released once it is written.
+//! whatever the thread count. Two output slabs alternate: while one is handed to the
+//! writer, the workers fill the other; the writer's own thread puts the bytes on disk
+//! (see [`quantforge_formats::gguf::AtomicFile`]). Memory stays around two output slabs,
+//! the writer's few 4 MiB buffers and a few hundred KiB per thread: the source is
+//! mapped, the next slab's pages are asked for ahead of use, and each slab's pages are
+//! released once it is converted.
 //!
 //! With an importance matrix, each converted tensor is weighted by its entry (see
 //! [`super::imatrix`]); every entry is looked up and checked before the output is created,

@@ -88,6 +88,11 @@ impl Lanes for Neon {
         unsafe { Neon(vrndq_f32(self.0)) }
     }
     #[inline(always)]
+    fn round_even(self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Neon(vrndnq_f32(self.0)) }
+    }
+    #[inline(always)]
     fn lt(self, o: Self) -> uint32x4_t {
         // SAFETY: see the impl comment.
         unsafe { vcltq_f32(self.0, o.0) }

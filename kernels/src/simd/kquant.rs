@@ -125,18 +125,17 @@ fn search_sums<V: Lanes, const FLOAT_ROUND: bool>(
 ) -> (V, V, V) {
     let zero = V::splat(0.0);
     let nmax_f = V::splat(nmax as f32);
-    let magic = V::splat(12_582_912.0);
     let mut sum_l = zero;
     let mut sum_l2 = zero;
     let mut sum_xl = zero;
     for i in 0..32 {
         let v = iscale.mul(x[i].sub(min));
         let q = match (level, FLOAT_ROUND) {
-            (Level::Qkx2, true) => v.add(magic).sub(magic).max(zero).min(nmax_f),
+            (Level::Qkx2, true) => v.round_even().max(zero).min(nmax_f),
             (Level::Qkx2, false) => V::int_to_f32(V::clamp_int(v.nearest_int(), 0, nmax)),
             (Level::Qkx3, true) => {
                 let capped = V::select(v.lt(nmax_f), v, nmax_f);
-                V::select(v.gt(zero), capped.add(magic).sub(magic), zero)
+                V::select(v.gt(zero), capped.round_even(), zero)
             }
             (Level::Qkx3, false) => {
                 let capped = V::select(v.lt(nmax_f), v, nmax_f);
@@ -192,18 +191,19 @@ pub(crate) fn qx_scale<V: Lanes>(x: &[V; 16], w: Option<&[V; 16]>, nmax: i32) ->
 /// The weighted sums of `x*l` and `l*l` for the codes `iscale` gives (`make_qx_quants`);
 /// `wx[i]` is `w[i]*x[i]`, the first product of C's `w*x*l`.
 ///
-/// The codes are rounded in float, `(v + 1.5*2^23) - 1.5*2^23` clamped: for the lanes whose
-/// result is kept (absolute maximum at least `GROUP_MAX_EPS`) `|v| = |iscale*x|` is at most
-/// `nmax + 1`, where this equals `nearest_int(v)` exactly (lanes below that threshold
-/// return 0 whatever their sums are).
+/// The codes are rounded in float (to nearest, ties to even) and clamped: for the lanes
+/// whose result is kept (absolute maximum at least `GROUP_MAX_EPS`) `|v| = |iscale*x|` is
+/// at most `nmax + 1`, where this equals `nearest_int(v)` exactly (lanes below that
+/// threshold return 0 whatever their sums are). A code rounded to -0 instead of
+/// `nearest_int`'s 0 changes no sum: the sums start at +0 and adding a signed zero to any
+/// value leaves it as it is, unless that value is -0, which no sum of these ever is.
 #[inline(always)]
 fn qx_fit<V: Lanes>(x: &[V; 16], w: &[V; 16], wx: &[V; 16], iscale: V, nmax: i32) -> (V, V) {
-    let magic = V::splat(12_582_912.0);
     let (lo, hi) = (V::splat(-nmax as f32), V::splat((nmax - 1) as f32));
     let mut sumlx = V::splat(0.0);
     let mut suml2 = V::splat(0.0);
     for i in 0..16 {
-        let q = iscale.mul(x[i]).add(magic).sub(magic).max(lo).min(hi);
+        let q = iscale.mul(x[i]).round_even().max(lo).min(hi);
         sumlx = sumlx.add(wx[i].mul(q));
         suml2 = suml2.add(w[i].mul(q).mul(q));
     }

@@ -41,6 +41,8 @@ pub(crate) trait Lanes: Copy {
     fn hmax(self) -> f32;
     /// Rounding toward zero (exact, as `f32::trunc`).
     fn trunc(self) -> Self;
+    /// Rounding to the nearest integer, ties to even (exact, as `f32::round_ties_even`).
+    fn round_even(self) -> Self;
     fn lt(self, o: Self) -> Self::Mask;
     fn gt(self, o: Self) -> Self::Mask;
     fn eq(self, o: Self) -> Self::Mask;
@@ -139,6 +141,10 @@ impl<V: Lanes> Lanes for Pair<V> {
     #[inline(always)]
     fn trunc(self) -> Self {
         Pair(self.0.trunc(), self.1.trunc())
+    }
+    #[inline(always)]
+    fn round_even(self) -> Self {
+        Pair(self.0.round_even(), self.1.round_even())
     }
     #[inline(always)]
     fn lt(self, o: Self) -> Self::Mask {

@@ -102,6 +102,15 @@ impl Lanes for Avx2 {
         unsafe { Avx2(_mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(self.0)) }
     }
     #[inline(always)]
+    fn round_even(self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe {
+            Avx2(_mm256_round_ps::<
+                { _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC },
+            >(self.0))
+        }
+    }
+    #[inline(always)]
     fn lt(self, o: Self) -> __m256 {
         // SAFETY: see the impl comment.
         unsafe { _mm256_cmp_ps::<_CMP_LT_OQ>(self.0, o.0) }

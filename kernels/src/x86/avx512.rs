@@ -92,6 +92,15 @@ impl Lanes for Avx512 {
         }
     }
     #[inline(always)]
+    fn round_even(self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe {
+            Avx512(_mm512_roundscale_ps::<
+                { _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC },
+            >(self.0))
+        }
+    }
+    #[inline(always)]
     fn lt(self, o: Self) -> __mmask16 {
         // SAFETY: see the impl comment.
         unsafe { _mm512_cmp_ps_mask::<_CMP_LT_OQ>(self.0, o.0) }

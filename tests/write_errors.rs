@@ -32,6 +32,22 @@ fn quantforge_limited(args: &[&str], limit: u64) -> Output {
     cmd.output().expect("run quantforge")
 }
 
+/// `quantize` of the tiny llama to `out` as F32 (about twice the input's size) under a
+/// file-size limit.
+fn quantize_to_f32(out: &Path, limit: u64) -> Output {
+    quantforge_limited(
+        &[
+            "quantize",
+            tiny().to_str().unwrap(),
+            out.to_str().unwrap(),
+            "--type",
+            "F32",
+            "--quiet",
+        ],
+        limit,
+    )
+}
+
 fn tiny() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/tiny-llama-f16.gguf")
 }
@@ -61,17 +77,7 @@ fn quantize_onto_a_full_disk_leaves_nothing() {
     let out = dir.path().join("out.gguf");
     // The f32 output is about twice the f16 input; let a quarter of it fit.
     let limit = std::fs::metadata(tiny()).unwrap().len() / 2;
-    let res = quantforge_limited(
-        &[
-            "quantize",
-            tiny().to_str().unwrap(),
-            out.to_str().unwrap(),
-            "--type",
-            "F32",
-            "--quiet",
-        ],
-        limit,
-    );
+    let res = quantize_to_f32(&out, limit);
     assert_fails_cleanly(&res, &out);
     assert_eq!(entries(dir.path()), Vec::<String>::new());
 }
@@ -82,17 +88,7 @@ fn a_failed_quantize_keeps_the_previous_output() {
     let out = dir.path().join("out.gguf");
     std::fs::write(&out, b"previous contents").unwrap();
     let limit = std::fs::metadata(tiny()).unwrap().len() / 2;
-    let res = quantforge_limited(
-        &[
-            "quantize",
-            tiny().to_str().unwrap(),
-            out.to_str().unwrap(),
-            "--type",
-            "F32",
-            "--quiet",
-        ],
-        limit,
-    );
+    let res = quantize_to_f32(&out, limit);
     assert_fails_cleanly(&res, &out);
     assert_eq!(entries(dir.path()), vec!["out.gguf".to_string()]);
     assert_eq!(std::fs::read(&out).unwrap(), b"previous contents");
@@ -103,17 +99,7 @@ fn a_write_that_fits_succeeds_under_the_same_limit() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.gguf");
     let limit = std::fs::metadata(tiny()).unwrap().len() * 3;
-    let res = quantforge_limited(
-        &[
-            "quantize",
-            tiny().to_str().unwrap(),
-            out.to_str().unwrap(),
-            "--type",
-            "F32",
-            "--quiet",
-        ],
-        limit,
-    );
+    let res = quantize_to_f32(&out, limit);
     assert!(
         res.status.success(),
         "{}",

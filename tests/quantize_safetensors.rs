@@ -2,41 +2,9 @@
 //! quantizes to the very bytes its GGUF does; a safetensors file without a GGUF model's
 //! metadata is refused with exit code 2, naming the input, leaving nothing behind.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod model_cli;
 
-fn quantforge(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quantforge"))
-        .args(args)
-        .output()
-        .expect("run quantforge")
-}
-
-fn ok(out: &Output) {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn tiny() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/tiny-llama-f16.gguf")
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
+use model_cli::{arg as s, names, quantforge, success as ok, tiny};
 
 #[test]
 fn a_gguf_model_through_safetensors_quantizes_to_the_same_bytes() {

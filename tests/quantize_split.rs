@@ -4,42 +4,10 @@
 //! single-file output. Byte-identity of `--keep-split` with llama.cpp is checked in
 //! `ggml-ref/tests/llama_quantize_bytes.rs`.
 
+mod model_cli;
+
+use model_cli::{arg as s, names, quantforge, success as ok, tiny};
 use quantforge::formats::gguf::{GgufFile, GgufModel, Value};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn quantforge(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quantforge"))
-        .args(args)
-        .output()
-        .expect("run quantforge")
-}
-
-fn ok(out: &Output) {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn tiny() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/tiny-llama-f16.gguf")
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
 
 /// Every tensor (name, type, bytes) of a model, in order.
 fn tensors(model: &GgufModel) -> Vec<(String, String, Vec<u8>)> {

@@ -1,5 +1,6 @@
-//! Helpers shared by the `dequantize` and `diff` command tests: running the built
-//! binary, the committed tiny llama and its quantizations, decoding a GGUF tensor with
+//! Helpers shared by the command tests (`dequantize`, `diff`, `quantize` from safetensors
+//! and into split sets): running the built binary, the committed tiny llama and its
+//! quantizations, the files a directory holds, decoding a GGUF tensor with
 //! the kernels directly (the tests' independent reference).
 #![allow(dead_code)] // each test binary uses its own subset
 
@@ -38,6 +39,16 @@ pub fn fails_naming(out: &Output, needle: &str) {
     assert_eq!(out.status.code(), Some(2), "stderr: {err}");
     assert!(err.contains(needle), "stderr lacks {needle:?}: {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err}");
+}
+
+/// The names of the files in `dir`, sorted.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
 }
 
 /// The committed llama-shaped f16 model.

@@ -2,14 +2,18 @@
 //! builds it (`llama_model_quantize_impl`), then every tensor copied or converted and
 //! streamed, in the plan's order, into a file that takes OUT's name only when complete.
 //!
-//! A converted tensor is widened to f32 a slab of rows at a time and quantized on all
-//! threads of a rayon pool; each row is quantized by itself, so the bytes are the same
-//! whatever the thread count. Two output slabs alternate: while one is handed to the
-//! writer, the workers fill the other; the writer's own thread puts the bytes on disk
-//! (see [`quantforge_formats::gguf::AtomicFile`]). Memory stays around two output slabs,
-//! the writer's few 4 MiB buffers and a few hundred KiB per thread: the source is
-//! mapped, the next slab's pages are asked for ahead of use, and each slab's pages are
-//! released once it is converted.
+//! The tensors are cut into pieces (rows of a converted tensor, bytes of a copied one, at
+//! most a slab of 16 MiB each) and the pieces grouped into batches of about a slab, which
+//! cross tensor boundaries: small tensors share one parallel pass, and the end of one
+//! tensor is written while the next one is converted. A batch's converted rows are widened
+//! to f32 and quantized on all threads of a rayon pool, in tasks of 64 Ki values; each
+//! row is quantized by itself, so the bytes are the same whatever the thread count. Two
+//! output slabs alternate: while one batch is handed to the writer, the workers fill the
+//! other; the writer's own thread puts the bytes on disk (see
+//! [`quantforge_formats::gguf::AtomicFile`]). Memory stays around two output slabs, the
+//! writer's few 4 MiB buffers and a few hundred KiB per thread: the source is mapped, the
+//! next batch's pages are asked for ahead of use, and each piece's pages are released
+//! once it is done.
 //!
 //! With an importance matrix, each converted tensor is weighted by its entry (see
 //! [`super::imatrix`]); every entry is looked up and checked before the output is created,
@@ -231,7 +235,7 @@ pub fn run(
     plan: &Plan,
     output: &Path,
     options: &RunOptions,
-    mut progress: impl FnMut(&Progress<'_>),
+    mut progress: impl FnMut(&Progress<'_>) + Send,
 ) -> Result<Summary, RunError> {
     let start = Instant::now();
     let views: Vec<TensorView<'_>> = model.tensors().collect();
@@ -268,64 +272,58 @@ pub fn run(
         })?;
 
     let header = output_header(model, plan, &options.kv_overrides)?;
-    let mut parts = output_parts(header, plan, output, options.layout)?.into_iter();
-    let mut summary = Summary::default();
-    let mut finished: Vec<AtomicFile> = Vec::new();
-    let mut writer: Option<GgufWriter<'_, AtomicFile>> = None;
-    let mut left = 0usize;
-    let mut slab = [Vec::new(), Vec::new()];
-    for (i, t) in plan.tensors.iter().enumerate() {
-        while left == 0 {
-            if let Some(w) = writer.take() {
-                summary.file_size += w.bytes_written();
-                finished.push(w.finish()?);
+    let parts = output_parts(header, plan, output, options.layout)?;
+    let sources: Vec<Source<'_>> = plan
+        .tensors
+        .iter()
+        .map(|t| {
+            let view = &views[t.input_index];
+            Source {
+                file: &model.parts()[view.part()],
+                offset: view.offset(),
+                data: view.data(),
             }
-            let Some((path, header)) = parts.next() else {
-                return Err(RunError::PlanMismatch(
-                    "the output files hold fewer tensors than the plan".to_string(),
-                ));
-            };
-            left = header.tensors().len();
-            writer = Some(GgufBuilder::from_header(header).create(&path)?);
-        }
-        left -= 1;
-        let writer = writer
-            .as_mut()
-            .expect("a file is open while tensors are left");
-        let view = &views[t.input_index];
-        let data = view.data();
-        let source = Source {
-            file: &model.parts()[view.part()],
-            offset: view.offset(),
-            data,
-        };
-        let weights = match (imatrix, uses[i]) {
+        })
+        .collect();
+    let weights: Vec<Option<&[f32]>> = plan
+        .tensors
+        .iter()
+        .zip(&uses)
+        .map(|(t, u)| match (imatrix, u) {
             (Some(m), Some(ImatrixUse::Used)) => m.get(&t.name),
             _ => None,
-        };
-        let bytes_out = if t.converts() {
-            pool.install(|| {
-                convert(t, &source, weights, &mut slab, |chunk| {
-                    writer.write_chunk(chunk)
-                })
-            })?
-        } else {
-            copy(&source, |chunk| writer.write_chunk(chunk))?
-        };
-        summary.tensors += 1;
-        summary.converted += usize::from(t.converts());
-        summary.imatrix_used += usize::from(weights.is_some());
-        summary.bytes_in += data.len() as u64;
-        summary.bytes_out += bytes_out;
-        progress(&Progress {
-            done: i + 1,
-            total: plan.tensors.len(),
-            tensor: t,
-            bytes_in: data.len() as u64,
-            bytes_out,
-            imatrix: uses[i],
-        });
-    }
+        })
+        .collect();
+    let pieces = pieces(plan, &sources)?;
+    let batches = batches(&pieces);
+    let mut sink = Sink {
+        plan,
+        uses: &uses,
+        weighted: &weights,
+        parts: parts.into_iter(),
+        writer: None,
+        finished: Vec::new(),
+        left: 0,
+        tensor_bytes_out: 0,
+        summary: Summary::default(),
+        progress: &mut progress,
+    };
+    let job = Job {
+        plan,
+        sources: &sources,
+        weights: &weights,
+        pieces: &pieces,
+        batches: &batches,
+    };
+    let mut slabs = [Vec::new(), Vec::new()];
+    pool.install(|| job.run(&mut sink, &mut slabs))?;
+    let Sink {
+        parts,
+        writer,
+        mut finished,
+        mut summary,
+        ..
+    } = sink;
     // The file being written, then any that hold no tensor at all.
     if let Some(w) = writer {
         summary.file_size += w.bytes_written();
@@ -343,6 +341,277 @@ pub fn run(
     }
     summary.seconds = start.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// A run of one tensor's source handled as a unit: rows of a converted tensor (converted
+/// into a slab, then written) or bytes of a copied one (written straight from the map).
+struct Piece {
+    /// The tensor's index in the plan.
+    tensor: usize,
+    /// The bytes of the tensor's source data.
+    src: Range<usize>,
+    /// Output bytes in the slab (0 for a copied piece).
+    out_len: usize,
+    /// Whether the tensor starts with this piece.
+    first: bool,
+    /// Whether the tensor ends with this piece.
+    last: bool,
+}
+
+/// Every tensor cut into pieces of at most [`SLAB_BYTES`] of source and of output (or
+/// one row, if a row is larger), in plan order; a tensor without data is one empty piece.
+fn pieces(plan: &Plan, sources: &[Source<'_>]) -> Result<Vec<Piece>, RunError> {
+    let mut pieces = Vec::new();
+    for (i, (t, source)) in plan.tensors.iter().zip(sources).enumerate() {
+        // Source and output bytes of a step, and of the unit a step is made of.
+        let (src_unit, out_unit, units) = match row_sizes(t)? {
+            Some((src_row, dst_row)) => {
+                let task_rows = task_rows(t);
+                let rows = (SLAB_BYTES / src_row.max(dst_row))
+                    .max(1)
+                    .next_multiple_of(task_rows);
+                (src_row, dst_row, rows)
+            }
+            None => (1, 0, SLAB_BYTES),
+        };
+        let len = source.data.len();
+        let mut at = 0;
+        loop {
+            let end = (at + src_unit * units).min(len);
+            pieces.push(Piece {
+                tensor: i,
+                src: at..end,
+                out_len: (end - at) / src_unit * out_unit,
+                first: at == 0,
+                last: end == len,
+            });
+            if end == len {
+                break;
+            }
+            at = end;
+        }
+    }
+    Ok(pieces)
+}
+
+/// The source and output bytes of one row of a converted tensor that has data; `None`
+/// for a copied or empty one.
+fn row_sizes(t: &TensorPlan) -> Result<Option<(usize, usize)>, RunError> {
+    let n_per_row = t.ne[0] as usize;
+    if !t.converts() || n_per_row == 0 || t.ne[1..].contains(&0) {
+        return Ok(None);
+    }
+    let codec_error = |source| RunError::Codec {
+        tensor: t.name.clone(),
+        source,
+    };
+    let src_row = t.source.row_size(n_per_row).map_err(codec_error)?;
+    let dst_row = t.target.row_size(n_per_row).map_err(codec_error)?;
+    Ok(Some((src_row, dst_row)))
+}
+
+/// Rows of `t` each parallel task converts.
+fn task_rows(t: &TensorPlan) -> usize {
+    (TASK_ELEMENTS / (t.ne[0] as usize).max(1)).max(1)
+}
+
+/// Consecutive pieces grouped so that each group's source and output together stay
+/// within [`SLAB_BYTES`] (a single larger piece is a group by itself). Groups cross tensor
+/// boundaries, so that small tensors share one parallel pass and the writing of one
+/// tensor's end overlaps the converting of the next one's start.
+fn batches(pieces: &[Piece]) -> Vec<Range<usize>> {
+    let mut batches = Vec::new();
+    let mut start = 0;
+    let mut used = 0;
+    for (i, p) in pieces.iter().enumerate() {
+        let size = p.src.len() + p.out_len;
+        if i > start && used + size > SLAB_BYTES {
+            batches.push(start..i);
+            start = i;
+            used = 0;
+        }
+        used += size;
+    }
+    if start < pieces.len() {
+        batches.push(start..pieces.len());
+    }
+    batches
+}
+
+/// What the converting side of a run reads.
+struct Job<'a, 's> {
+    plan: &'a Plan,
+    sources: &'a [Source<'s>],
+    weights: &'a [Option<&'a [f32]>],
+    pieces: &'a [Piece],
+    batches: &'a [Range<usize>],
+}
+
+impl Job<'_, '_> {
+    /// Converts batch after batch; while one batch's output is written, the workers of
+    /// the current rayon pool convert the next batch into the other slab.
+    fn run(&self, sink: &mut Sink<'_, '_>, slabs: &mut [Vec<u8>; 2]) -> Result<(), RunError> {
+        let Some(first) = self.batches.first() else {
+            return Ok(());
+        };
+        self.prefetch(first.clone())?;
+        let [ready, filling] = slabs;
+        self.fill(0, ready)?;
+        for b in 0..self.batches.len() {
+            let (wrote, filled) = rayon::join(
+                || self.write(b, ready, sink),
+                || match b + 1 < self.batches.len() {
+                    true => self.fill(b + 1, filling),
+                    false => Ok(()),
+                },
+            );
+            wrote?;
+            filled?;
+            std::mem::swap(ready, filling);
+        }
+        Ok(())
+    }
+
+    /// Asks for the source pages of the pieces in `batch`.
+    fn prefetch(&self, batch: Range<usize>) -> Result<(), RunError> {
+        for p in &self.pieces[batch] {
+            if !p.src.is_empty() {
+                self.sources[p.tensor].prefetch(p.src.clone())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Converts the converted pieces of batch `b` into `slab`, their rows spread over the
+    /// pool in tasks of about [`TASK_ELEMENTS`], then releases their source pages.
+    fn fill(&self, b: usize, slab: &mut Vec<u8>) -> Result<(), RunError> {
+        if let Some(next) = self.batches.get(b + 1) {
+            self.prefetch(next.clone())?;
+        }
+        let pieces = &self.pieces[self.batches[b].clone()];
+        let out_len: usize = pieces.iter().map(|p| p.out_len).sum();
+        if slab.len() < out_len {
+            slab.resize(out_len, 0);
+        }
+        // (tensor, source rows, first row, output rows) per task, in output order.
+        let mut tasks: Vec<(usize, &[u8], usize, &mut [u8])> = Vec::new();
+        let mut rest = &mut slab[..out_len];
+        for p in pieces {
+            let t = &self.plan.tensors[p.tensor];
+            let Some((src_row, dst_row)) = row_sizes(t)? else {
+                continue;
+            };
+            let task_rows = task_rows(t);
+            let first_row = p.src.start / src_row;
+            let src = &self.sources[p.tensor].data[p.src.clone()];
+            for (k, x) in src.chunks(task_rows * src_row).enumerate() {
+                let (y, more) = std::mem::take(&mut rest).split_at_mut(x.len() / src_row * dst_row);
+                rest = more;
+                tasks.push((p.tensor, x, first_row + k * task_rows, y));
+            }
+        }
+        tasks.into_par_iter().try_for_each(|(i, x, first_row, y)| {
+            let t = &self.plan.tensors[i];
+            let n = y.len() / t.target.type_size() * t.target.block_size();
+            let mut f32s = SCRATCH.take();
+            f32s.resize(n, 0.0);
+            let done = widen_and_quantize(t, x, &mut f32s[..n], first_row, self.weights[i], y);
+            SCRATCH.set(f32s);
+            done
+        })?;
+        for p in pieces
+            .iter()
+            .filter(|p| self.plan.tensors[p.tensor].converts())
+        {
+            if !p.src.is_empty() {
+                self.sources[p.tensor].release(p.src.clone())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes batch `b`: converted pieces from `slab`, copied ones from the source.
+    fn write(&self, b: usize, slab: &[u8], sink: &mut Sink<'_, '_>) -> Result<(), RunError> {
+        let mut at = 0;
+        for p in &self.pieces[self.batches[b].clone()] {
+            let source = &self.sources[p.tensor];
+            if self.plan.tensors[p.tensor].converts() {
+                sink.write(p, &slab[at..at + p.out_len])?;
+                at += p.out_len;
+            } else {
+                sink.write(p, &source.data[p.src.clone()])?;
+                if !p.src.is_empty() {
+                    source.release(p.src.clone())?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The writing side of a run: the output files in turn, the summary, the progress calls.
+struct Sink<'a, 'p> {
+    plan: &'a Plan,
+    uses: &'a [Option<ImatrixUse>],
+    weighted: &'a [Option<&'a [f32]>],
+    parts: std::vec::IntoIter<(PathBuf, GgufHeader)>,
+    writer: Option<GgufWriter<'static, AtomicFile>>,
+    finished: Vec<AtomicFile>,
+    /// Tensors left in the current file.
+    left: usize,
+    /// Output bytes of the current tensor so far.
+    tensor_bytes_out: u64,
+    summary: Summary,
+    progress: &'p mut (dyn FnMut(&Progress<'_>) + Send),
+}
+
+impl Sink<'_, '_> {
+    /// Writes one piece's output; opens the next file before a tensor that does not fit
+    /// in the current one, reports a tensor once its last piece is written.
+    fn write(&mut self, piece: &Piece, bytes: &[u8]) -> Result<(), RunError> {
+        if piece.first {
+            while self.left == 0 {
+                if let Some(w) = self.writer.take() {
+                    self.summary.file_size += w.bytes_written();
+                    self.finished.push(w.finish()?);
+                }
+                let Some((path, header)) = self.parts.next() else {
+                    return Err(RunError::PlanMismatch(
+                        "the output files hold fewer tensors than the plan".to_string(),
+                    ));
+                };
+                self.left = header.tensors().len();
+                self.writer = Some(GgufBuilder::from_header(header).create(&path)?);
+            }
+            self.left -= 1;
+            self.tensor_bytes_out = 0;
+        }
+        let writer = self
+            .writer
+            .as_mut()
+            .expect("a file is open while tensors are left");
+        writer.write_chunk(bytes)?;
+        self.tensor_bytes_out += bytes.len() as u64;
+        if piece.last {
+            let i = piece.tensor;
+            let t = &self.plan.tensors[i];
+            let bytes_in = piece.src.end as u64;
+            self.summary.tensors += 1;
+            self.summary.converted += usize::from(t.converts());
+            self.summary.imatrix_used += usize::from(self.weighted[i].is_some());
+            self.summary.bytes_in += bytes_in;
+            self.summary.bytes_out += self.tensor_bytes_out;
+            (self.progress)(&Progress {
+                done: i + 1,
+                total: self.plan.tensors.len(),
+                tensor: t,
+                bytes_in,
+                bytes_out: self.tensor_bytes_out,
+                imatrix: self.uses[i],
+            });
+        }
+        Ok(())
+    }
 }
 
 /// The output files and their headers: `header` (every tensor of the plan, in order) as
@@ -452,112 +721,6 @@ impl Source<'_> {
         self.file
             .release_bytes(self.offset + range.start as u64, range.len())
     }
-
-    /// The byte ranges of consecutive slabs of `rows_per_slab` rows of `row_bytes`.
-    fn slabs(&self, row_bytes: usize, rows_per_slab: usize) -> Vec<Range<usize>> {
-        let step = (row_bytes * rows_per_slab).max(1);
-        (0..self.data.len())
-            .step_by(step)
-            .map(|start| start..(start + step).min(self.data.len()))
-            .collect()
-    }
-}
-
-/// Copies a tensor's bytes in slabs.
-fn copy(
-    source: &Source<'_>,
-    mut write: impl FnMut(&[u8]) -> Result<(), GgufError>,
-) -> Result<u64, RunError> {
-    if source.data.is_empty() {
-        write(&[])?;
-    }
-    let slabs = source.slabs(1, SLAB_BYTES);
-    for (i, range) in slabs.iter().enumerate() {
-        if let Some(next) = slabs.get(i + 1) {
-            source.prefetch(next.clone())?;
-        }
-        write(&source.data[range.clone()])?;
-        source.release(range.clone())?;
-    }
-    Ok(source.data.len() as u64)
-}
-
-/// Widens and quantizes a tensor slab by slab, each slab's rows spread over the current
-/// rayon pool; returns the bytes written. `weights`, when given, holds `ne0` importance
-/// values per expert (`ne2`); row `r` takes those of expert `r / ne1`.
-fn convert(
-    t: &TensorPlan,
-    source: &Source<'_>,
-    weights: Option<&[f32]>,
-    out: &mut [Vec<u8>; 2],
-    mut write: impl FnMut(&[u8]) -> Result<(), GgufError> + Send,
-) -> Result<u64, RunError> {
-    let codec_error = |source| RunError::Codec {
-        tensor: t.name.clone(),
-        source,
-    };
-    let n_per_row = t.ne[0] as usize;
-    let n_rows = t.ne[1..].iter().product::<u64>() as usize;
-    if n_per_row == 0 || n_rows == 0 {
-        write(&[])?;
-        return Ok(0);
-    }
-    let src_row = t.source.row_size(n_per_row).map_err(codec_error)?;
-    let dst_row = t.target.row_size(n_per_row).map_err(codec_error)?;
-    let task_rows = (TASK_ELEMENTS / n_per_row).max(1);
-    let slab_rows = (SLAB_BYTES / src_row.max(dst_row))
-        .max(1)
-        .next_multiple_of(task_rows);
-    // Two output slabs, reused from tensor to tensor (their pages stay mapped): while
-    // one is written out, the workers fill the other.
-    let slab_len = slab_rows.min(n_rows) * dst_row;
-    for b in out.iter_mut() {
-        b.resize(b.len().max(slab_len), 0);
-    }
-    let [ready, filling] = out;
-    let slabs = source.slabs(src_row, slab_rows);
-    source.prefetch(slabs[0].clone())?;
-    let fill = |i: usize, dst: &mut Vec<u8>| -> Result<usize, RunError> {
-        if let Some(next) = slabs.get(i + 1) {
-            source.prefetch(next.clone())?;
-        }
-        let first = i * slab_rows;
-        let src = &source.data[slabs[i].clone()];
-        let rows = src.len() / src_row;
-        dst[..rows * dst_row]
-            .par_chunks_mut(task_rows * dst_row)
-            .zip(src.par_chunks(task_rows * src_row))
-            .enumerate()
-            .try_for_each(|(k, (y, x))| {
-                let n = x.len() / src_row * n_per_row;
-                let mut f32s = SCRATCH.take();
-                f32s.resize(n, 0.0);
-                let done =
-                    widen_and_quantize(t, x, &mut f32s[..n], first + k * task_rows, weights, y);
-                SCRATCH.set(f32s);
-                done
-            })?;
-        source.release(slabs[i].clone())?;
-        Ok(rows * dst_row)
-    };
-    let mut written = 0u64;
-    let mut len = fill(0, ready)?;
-    for i in 0..slabs.len() {
-        let (wrote, next) = rayon::join(
-            || write(&ready[..len]),
-            || match i + 1 < slabs.len() {
-                true => fill(i + 1, filling).map(Some),
-                false => Ok(None),
-            },
-        );
-        wrote?;
-        written += len as u64;
-        if let Some(next_len) = next? {
-            len = next_len;
-            std::mem::swap(ready, filling);
-        }
-    }
-    Ok(written)
 }
 
 thread_local! {

@@ -22,6 +22,72 @@ const ZEROS: [u8; 4096] = [0; 4096];
 const WRITE_BUFFER: usize = 4 << 20;
 /// Buffers queued for the writing thread beyond the one it is writing.
 const QUEUED_BUFFERS: usize = 2;
+/// Alignment of the write buffers' memory: direct I/O writes whole blocks straight from
+/// memory aligned to the block size, which this is a multiple of.
+const BUFFER_ALIGN: usize = 4096;
+
+/// A buffer of [`WRITE_BUFFER`] bytes whose memory starts on a [`BUFFER_ALIGN`] boundary,
+/// so that direct I/O writes from it without another copy.
+struct Buffer {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the buffer owns its memory, which is only reached through `&self`/`&mut self`.
+unsafe impl Send for Buffer {}
+
+impl Buffer {
+    const LAYOUT: std::alloc::Layout =
+        match std::alloc::Layout::from_size_align(WRITE_BUFFER, BUFFER_ALIGN) {
+            Ok(layout) => layout,
+            Err(_) => panic!("the write buffer's layout is valid"),
+        };
+
+    fn new() -> Buffer {
+        // SAFETY: a non-zero-sized layout.
+        let ptr = unsafe { std::alloc::alloc(Self::LAYOUT) };
+        let ptr = std::ptr::NonNull::new(ptr)
+            .unwrap_or_else(|| std::alloc::handle_alloc_error(Self::LAYOUT));
+        Buffer { ptr, len: 0 }
+    }
+
+    /// The bytes pushed so far.
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: the first `len` bytes of the allocation were written by `push`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Bytes that still fit.
+    fn room(&self) -> usize {
+        WRITE_BUFFER - self.len
+    }
+
+    /// Appends `data`, which must fit.
+    fn push(&mut self, data: &[u8]) {
+        assert!(data.len() <= self.room(), "the data fits in the buffer");
+        // SAFETY: `len + data.len() <= WRITE_BUFFER` bytes of the allocation; `data` is
+        // a separate borrow, so the ranges do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.ptr.as_ptr().add(self.len),
+                data.len(),
+            )
+        };
+        self.len += data.len();
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), Self::LAYOUT) }
+    }
+}
 
 /// A file written under a temporary name in its target's directory, then flushed,
 /// fsynced and renamed over the target by [`AtomicFile::commit`]. Dropped without a
@@ -36,9 +102,9 @@ const QUEUED_BUFFERS: usize = 2;
 /// size.
 pub struct AtomicFile {
     path: PathBuf,
-    buf: Vec<u8>,
-    to_writer: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
-    recycled: std::sync::mpsc::Receiver<Vec<u8>>,
+    buf: Buffer,
+    to_writer: Option<std::sync::mpsc::SyncSender<Buffer>>,
+    recycled: std::sync::mpsc::Receiver<Buffer>,
     writer: Option<std::thread::JoinHandle<std::io::Result<tempfile::NamedTempFile>>>,
 }
 
@@ -54,7 +120,7 @@ impl AtomicFile {
             )
             .in_file(&path)
         })?;
-        let (to_writer, from_caller) = std::sync::mpsc::sync_channel::<Vec<u8>>(QUEUED_BUFFERS);
+        let (to_writer, from_caller) = std::sync::mpsc::sync_channel::<Buffer>(QUEUED_BUFFERS);
         let (give_back, recycled) = std::sync::mpsc::channel();
         let writer = std::thread::Builder::new()
             .name("quantforge-writer".into())
@@ -62,7 +128,7 @@ impl AtomicFile {
             .map_err(|e| GgufError::io("cannot start the writing thread", e).in_file(&path))?;
         Ok(AtomicFile {
             path,
-            buf: Vec::with_capacity(WRITE_BUFFER),
+            buf: Buffer::new(),
             to_writer: Some(to_writer),
             recycled,
             writer: Some(writer),
@@ -77,13 +143,10 @@ impl AtomicFile {
     /// Hands the collected bytes to the writing thread; an error if it has stopped (its
     /// own error, once joined).
     fn hand_over(&mut self) -> std::io::Result<()> {
-        if self.buf.is_empty() {
+        if self.buf.len == 0 {
             return Ok(());
         }
-        let next = self
-            .recycled
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(WRITE_BUFFER));
+        let next = self.recycled.try_recv().unwrap_or_else(|_| Buffer::new());
         let full = std::mem::replace(&mut self.buf, next);
         let sent = match &self.to_writer {
             Some(tx) => tx.send(full).is_ok(),
@@ -140,15 +203,16 @@ impl AtomicFile {
 /// that fails) goes through the page cache, with its writeback started at once.
 fn write_buffers(
     tmp: tempfile::NamedTempFile,
-    from_caller: std::sync::mpsc::Receiver<Vec<u8>>,
-    give_back: std::sync::mpsc::Sender<Vec<u8>>,
+    from_caller: std::sync::mpsc::Receiver<Buffer>,
+    give_back: std::sync::mpsc::Sender<Buffer>,
 ) -> std::io::Result<tempfile::NamedTempFile> {
     let mut direct = direct::DirectFile::open(tmp.path());
     let mut offset = 0u64;
-    for mut buf in from_caller {
+    for mut buffer in from_caller {
+        let buf = buffer.as_slice();
         let mut done = 0;
         if let Some(d) = &mut direct {
-            match d.write_blocks_at(&buf, offset) {
+            match d.write_blocks_at(buf, offset) {
                 Ok(n) => done = n,
                 // The bytes are written again below, through the page cache.
                 Err(_) => direct = None,
@@ -163,9 +227,9 @@ fn write_buffers(
             );
         }
         offset += buf.len() as u64;
-        buf.clear();
+        buffer.clear();
         // The caller may be gone already (an error on its side); nothing to do then.
-        let _ = give_back.send(buf);
+        let _ = give_back.send(buffer);
     }
     Ok(tmp)
 }
@@ -183,7 +247,8 @@ fn write_all_at(file: &std::fs::File, buf: &[u8], offset: u64) -> std::io::Resul
     f.write_all(buf)
 }
 
-/// Direct I/O (`O_DIRECT`) of whole blocks from an aligned buffer.
+/// Direct I/O (`O_DIRECT`) of whole blocks, from the data itself when its memory is
+/// block-aligned (the write buffers are), else through an aligned buffer.
 #[cfg(target_os = "linux")]
 mod direct {
     use std::alloc::{Layout, alloc, dealloc};
@@ -231,6 +296,10 @@ mod direct {
                 return Ok(0);
             }
             let whole = data.len() / BLOCK * BLOCK;
+            if (data.as_ptr() as usize).is_multiple_of(BLOCK) {
+                self.file.write_all_at(&data[..whole], offset)?;
+                return Ok(whole);
+            }
             // SAFETY: `buf` points to CHUNK bytes owned by `self`, borrowed mutably here.
             let buf = unsafe { std::slice::from_raw_parts_mut(self.buf, CHUNK) };
             let mut at = offset;
@@ -305,11 +374,10 @@ impl Write for AtomicFile {
     fn write_all(&mut self, mut data: &[u8]) -> std::io::Result<()> {
         crate::output::check_stop()?;
         while !data.is_empty() {
-            let room = WRITE_BUFFER.saturating_sub(self.buf.len()).max(1);
-            let (now, rest) = data.split_at(room.min(data.len()));
-            self.buf.extend_from_slice(now);
+            let (now, rest) = data.split_at(self.buf.room().min(data.len()));
+            self.buf.push(now);
             data = rest;
-            if self.buf.len() >= WRITE_BUFFER {
+            if self.buf.room() == 0 {
                 self.hand_over()?;
             }
         }

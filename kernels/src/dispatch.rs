@@ -266,13 +266,29 @@ impl Codec {
                 });
             }
         }
-        if let Some(index) = first_non_finite(src) {
+        if let Some(index) = self.first_non_finite(src) {
             return Err(Error::NonFinite {
                 index,
                 value: src[index],
             });
         }
         Ok(Some(row_size))
+    }
+
+    /// The first NaN or infinity in `src`, found with this codec's ISA.
+    fn first_non_finite(&self, src: &[f32]) -> Option<usize> {
+        match self.isa {
+            // SAFETY: a Codec with this ISA exists only when `Isa::is_supported` held.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { crate::x86::avx2::first_non_finite(src) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe { crate::x86::avx512::first_non_finite(src) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => unsafe { crate::aarch64::neon::first_non_finite(src) },
+            _ => first_non_finite(src),
+        }
     }
 
     /// Dequantizes as [`crate::dequantize`] does, on this codec's path.

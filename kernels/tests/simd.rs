@@ -237,3 +237,46 @@ fn parallel_output_is_independent_of_thread_count() {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Every ISA's quantizer names the same first NaN or infinity as the scalar one, at
+    /// any position, with finite values of every magnitude around it.
+    #[test]
+    fn non_finite_values_are_found_at_their_index(
+        len in 1usize..5000,
+        spots in prop::collection::vec((any::<prop::sample::Index>(), 0usize..3), 0..4),
+        seed in any::<u64>(),
+    ) {
+        let n = 32;
+        let len = len.next_multiple_of(n);
+        let mut rng = seed;
+        let mut x: Vec<f32> = (0..len)
+            .map(|_| {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                // Finite bit patterns of every exponent, both signs.
+                let bits = (rng >> 32) as u32;
+                let v = f32::from_bits(bits);
+                if v.is_finite() { v } else { f32::MAX }
+            })
+            .collect();
+        for (at, kind) in &spots {
+            x[at.index(len)] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY][*kind];
+        }
+        let first = x.iter().position(|v| !v.is_finite());
+        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon] {
+            let Some(codec) = codec_or_skip(GgmlType::Q8_0, isa) else {
+                continue;
+            };
+            let mut y = vec![0u8; len / n * GgmlType::Q8_0.row_size(n).unwrap()];
+            match codec.quantize(&x, n, None, &mut y) {
+                Ok(_) => prop_assert_eq!(first, None, "{} missed it", isa),
+                Err(quantforge_kernels::Error::NonFinite { index, .. }) => {
+                    prop_assert_eq!(Some(index), first, "{}", isa)
+                }
+                Err(e) => panic!("{isa}: {e}"),
+            }
+        }
+    }
+}

@@ -199,6 +199,14 @@ impl Lanes for Neon {
             *h = crate::num::fp32_to_fp16(v);
         }
     }
+    #[inline(always)]
+    fn load_f16(s: &[u8]) -> Self {
+        let mut lanes = [0.0f32; 4];
+        for (v, b) in lanes.iter_mut().zip(s[..8].chunks_exact(2)) {
+            *v = crate::num::fp16_to_fp32(u16::from_le_bytes([b[0], b[1]]));
+        }
+        Self::load(&lanes)
+    }
 }
 
 crate::simd::simd_entry_points!(Neon, "neon");
@@ -208,5 +216,6 @@ mod tests {
     #[test]
     fn store_f16_rounds_as_ggml() {
         crate::simd::lanes::checks::store_f16::<super::Neon>();
+        crate::simd::lanes::checks::load_f16::<super::Neon>();
     }
 }

@@ -72,6 +72,9 @@ pub(crate) trait Lanes: Copy {
     /// Stores each lane rounded to IEEE half precision, to nearest with ties to even, into
     /// `s[..N]`: `fp32_to_fp16` (ggml's `GGML_FP32_TO_FP16`) for every finite lane.
     fn store_f16(self, s: &mut [u16]);
+    /// Loads `N` little-endian IEEE halves from `s[..2 * N]`, widened to f32: exactly
+    /// `fp16_to_fp32` (ggml's `GGML_FP16_TO_FP32`) for every bit pattern, NaNs included.
+    fn load_f16(s: &[u8]) -> Self;
 }
 
 /// The widest lane count of any implementation ([`Pair`] of AVX-512).
@@ -216,6 +219,10 @@ impl<V: Lanes> Lanes for Pair<V> {
         self.0.store_f16(a);
         self.1.store_f16(b);
     }
+    #[inline(always)]
+    fn load_f16(s: &[u8]) -> Self {
+        Pair(V::load_f16(s), V::load_f16(&s[2 * V::N..]))
+    }
 }
 
 /// Lanes built from a function of the lane index.
@@ -315,5 +322,20 @@ pub(crate) mod checks {
             }
         }
         assert!(values.len() > 17_000_000, "only {} values", values.len());
+    }
+
+    /// `load_f16` against ggml's software widening, on every fp16 bit pattern.
+    #[inline(always)]
+    pub(crate) fn load_f16<V: Lanes>() {
+        let bytes: Vec<u8> = (0..=u16::MAX).flat_map(u16::to_le_bytes).collect();
+        let mut lanes = [0.0f32; MAX_LANES];
+        for (c, chunk) in bytes.chunks_exact(2 * V::N).enumerate() {
+            V::load_f16(chunk).store(&mut lanes);
+            for (k, v) in lanes[..V::N].iter().enumerate() {
+                let h = (c * V::N + k) as u16;
+                let want = crate::num::fp16_to_fp32(h);
+                assert_eq!(v.to_bits(), want.to_bits(), "f32 of fp16 {h:#06x}");
+            }
+        }
     }
 }

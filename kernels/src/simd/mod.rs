@@ -67,10 +67,10 @@ pub(crate) fn quantize_row<V: Lanes>(ty: GgmlType, x: &[f32], w: Option<&[f32]>,
 
 /// Dequantizes whole blocks of a type for which [`has_path`] holds.
 #[inline(always)]
-pub(crate) fn dequantize(ty: GgmlType, x: &[u8], y: &mut [f32]) {
+pub(crate) fn dequantize<V: Lanes>(ty: GgmlType, x: &[u8], y: &mut [f32]) {
     use GgmlType::*;
     match ty {
-        F16 => scalar::float::dequantize_f16(x, y),
+        F16 => widen_f16::<V>(x, y),
         BF16 => scalar::float::dequantize_bf16(x, y),
         Q4_0 => scalar::q4_0::dequantize_row(bytemuck::cast_slice(x), y),
         Q5_0 => scalar::q5_0::dequantize_row(bytemuck::cast_slice(x), y),
@@ -81,6 +81,35 @@ pub(crate) fn dequantize(ty: GgmlType, x: &[u8], y: &mut [f32]) {
         TQ2_0 => scalar::tq2_0::dequantize_row(bytemuck::cast_slice(x), y),
         _ => unreachable!("no SIMD dequantizer for {ty}; checked by has_path"),
     }
+}
+
+/// Widens little-endian fp16 values with the ISA's conversion (see [`Lanes::load_f16`]).
+#[inline(always)]
+fn widen_f16<V: Lanes>(x: &[u8], y: &mut [f32]) {
+    let n = y.len().min(x.len() / 2);
+    let whole = n / V::N * V::N;
+    for (xs, ys) in x[..2 * whole]
+        .chunks_exact(2 * V::N)
+        .zip(y[..whole].chunks_exact_mut(V::N))
+    {
+        V::load_f16(xs).store(ys);
+    }
+    scalar::float::dequantize_f16(&x[2 * whole..2 * n], &mut y[whole..n]);
+}
+
+/// The index of the first NaN or infinity in `x`: chunks are scanned with the largest
+/// magnitude's bits (which the compiler vectorizes for the ISA), the exact index looked
+/// for only in a chunk that has one.
+#[inline(always)]
+pub(crate) fn first_non_finite(x: &[f32]) -> Option<usize> {
+    const CHUNK: usize = 1024;
+    x.chunks(CHUNK).enumerate().find_map(|(c, chunk)| {
+        let worst = chunk
+            .iter()
+            .fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
+        (worst >= 0x7f80_0000)
+            .then(|| c * CHUNK + chunk.iter().position(|v| !v.is_finite()).unwrap_or(0))
+    })
 }
 
 /// Generates an ISA's `#[target_feature]` entry points over its `Lanes` type.
@@ -106,7 +135,16 @@ macro_rules! simd_entry_points {
         /// The CPU must support the target features named in the attribute.
         #[target_feature(enable = $features)]
         pub(crate) unsafe fn dequantize(ty: crate::GgmlType, x: &[u8], y: &mut [f32]) {
-            crate::simd::dequantize(ty, x, y)
+            crate::simd::dequantize::<$lanes>(ty, x, y)
+        }
+
+        /// The first NaN or infinity, with this ISA (see `crate::simd::first_non_finite`).
+        ///
+        /// # Safety
+        /// The CPU must support the target features named in the attribute.
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn first_non_finite(x: &[f32]) -> Option<usize> {
+            crate::simd::first_non_finite(x)
         }
     };
 }

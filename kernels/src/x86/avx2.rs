@@ -223,6 +223,14 @@ impl Lanes for Avx2 {
             _mm_storeu_si128(s.as_mut_ptr().cast(), h)
         }
     }
+    #[inline(always)]
+    fn load_f16(s: &[u8]) -> Self {
+        let s = &s[..16];
+        // SAFETY: see the impl comment (F16C is enabled with AVX2); `s` holds 8 halves.
+        // vcvtph2ps is exact, and quiets a NaN keeping its payload, as ggml's software
+        // widening does.
+        unsafe { Avx2(_mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().cast()))) }
+    }
 }
 
 crate::simd::simd_entry_points!(Avx2, "avx2,f16c");
@@ -242,5 +250,6 @@ mod tests {
     #[target_feature(enable = "avx2,f16c")]
     fn check() {
         crate::simd::lanes::checks::store_f16::<super::Avx2>();
+        crate::simd::lanes::checks::load_f16::<super::Avx2>();
     }
 }

@@ -197,6 +197,13 @@ impl Lanes for Avx512 {
             _mm256_storeu_si256(s.as_mut_ptr().cast(), h)
         }
     }
+    #[inline(always)]
+    fn load_f16(s: &[u8]) -> Self {
+        let s = &s[..32];
+        // SAFETY: see the impl comment; `s` holds 16 halves. vcvtph2ps is exact, and
+        // quiets a NaN keeping its payload, as ggml's software widening does.
+        unsafe { Avx512(_mm512_cvtph_ps(_mm256_loadu_si256(s.as_ptr().cast()))) }
+    }
 }
 
 crate::simd::simd_entry_points!(Avx512, "avx512f,avx512bw,avx512vl,avx2");
@@ -216,5 +223,7 @@ mod tests {
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
     fn check() {
         crate::simd::lanes::checks::store_f16::<super::Avx512>();
+        crate::simd::lanes::checks::load_f16::<super::Avx512>();
+        crate::simd::lanes::checks::load_f16::<crate::simd::lanes::Pair<super::Avx512>>();
     }
 }

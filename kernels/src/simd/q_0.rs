@@ -30,20 +30,20 @@ fn scales<V: Lanes>(
 
 /// The first value of largest magnitude in `xb` (32 values), 0 if all are zero: the
 /// `if (amax < fabsf(v)) { amax = fabsf(v); max = v; }` scan of the `_0` quantizers.
+/// Branch-free: which half holds the maximum is data, and a mispredicted branch per block
+/// costs more than the comparisons.
 #[inline(always)]
 fn signed_max<V: Lanes>(xb: &[f32]) -> f32 {
     let amax = abs_max::<V>(xb);
-    if amax == 0.0 {
-        return 0.0;
-    }
     let a = V::splat(amax);
-    for c in xb.chunks_exact(V::N) {
-        let hits = V::mask_bits(V::load(c).abs().eq(a));
-        if hits != 0 {
-            return c[hits.trailing_zeros() as usize];
-        }
+    let mut hits = 0u64;
+    for (k, c) in xb.chunks_exact(V::N).enumerate() {
+        hits |= V::mask_bits(V::load(c).abs().eq(a)) << (k * V::N);
     }
-    unreachable!("the absolute maximum is one of the values")
+    // The absolute maximum is one of the values, so some bit is set.
+    let first = xb[(hits.trailing_zeros() as usize).min(QK - 1)];
+    // All zeros: C keeps its initial +0 (a -0 here would give a -0 scale).
+    if amax == 0.0 { 0.0 } else { first }
 }
 
 /// `quantize_row_q8_0_ref`: the absolute maximum maps to 127, each value is

@@ -12,6 +12,8 @@ pub fn chunk() -> impl Strategy<Value = Vec<f32>> {
     let scale = (-30i32..=30).prop_map(|e| 10f32.powi(e));
     prop_oneof![
         Just(vec![0.0f32; 32]),
+        // negative zeros, alone or among positive ones
+        prop::collection::vec(prop::sample::select(vec![0.0f32, -0.0]), 32),
         (-1e3f32..1e3).prop_map(|c| vec![c; 32]),
         (scale.clone(), prop::collection::vec(-1.0f32..1.0, 32))
             .prop_map(|(s, v)| v.into_iter().map(|x| x * s).collect()),

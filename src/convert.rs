@@ -452,15 +452,15 @@ fn value_json(value: &Value) -> Json {
         Value::F32(v) => json!(v.to_bits()),
         Value::F64(v) => json!(v.to_bits()),
         Value::Bool(v) => json!(v),
-        Value::String(s) => string_json(s),
+        Value::String(s) => string_json(s.as_bytes()),
         Value::Array(a) => array_json(a),
     }
 }
 
-fn string_json(s: &GgufString) -> Json {
-    match s.as_str() {
-        Some(text) => json!(text),
-        None => json!({"hex": s.as_bytes().iter().map(|b| format!("{b:02x}")).collect::<String>()}),
+fn string_json(s: &[u8]) -> Json {
+    match std::str::from_utf8(s) {
+        Ok(text) => json!(text),
+        Err(_) => json!({"hex": s.iter().map(|b| format!("{b:02x}")).collect::<String>()}),
     }
 }
 
@@ -579,7 +579,7 @@ mod tests {
             Value::F64(-0.0),
             Value::Bool(true),
             Value::String(GgufString::from(vec![0xff, 0x41])),
-            Value::Array(Array::String(vec!["a".into(), "é".into()])),
+            Value::Array(Array::String(vec!["a", "é"].into())),
             Value::Array(Array::Array(vec![
                 Array::F32(vec![1.5]),
                 Array::I16(vec![-1, 2]),

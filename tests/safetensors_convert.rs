@@ -180,7 +180,7 @@ fn typed_gguf(version: u32) -> Vec<u8> {
     .unwrap();
     m.set(
         "tokenizer.ggml.tokens",
-        Array::String(vec!["<s>".into(), "é".into(), "\n".into()]),
+        Array::String(vec!["<s>", "é", "\n"].into()),
     )
     .unwrap();
     m.set(

@@ -41,7 +41,7 @@ fn gguf_py_file_is_read_exactly() {
         ("test.arr_bool", Array::Bool(vec![true, false, true]).into()),
         (
             "test.arr_str",
-            Array::String(vec![s("a"), s(""), s("ç")]).into(),
+            Array::String(vec![s("a"), s(""), s("ç")].into()).into(),
         ),
         ("test.arr_u16", Array::U16(vec![1, 65535]).into()),
         ("test.arr_u64", Array::U64(vec![u64::MAX]).into()),
@@ -50,7 +50,7 @@ fn gguf_py_file_is_read_exactly() {
             "test.nested",
             Array::Array(vec![
                 Array::I32(vec![1, 2]),
-                Array::String(vec![s("x")]),
+                Array::String(vec![s("x")].into()),
                 Array::Array(vec![
                     Array::Bool(vec![true]),
                     Array::Bool(vec![false, true]),

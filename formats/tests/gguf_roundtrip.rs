@@ -28,7 +28,7 @@ fn leaf_array() -> impl Strategy<Value = Array> {
         vec(any::<i32>(), n.clone()).prop_map(Array::I32),
         vec(any::<u32>().prop_map(f32::from_bits), n.clone()).prop_map(Array::F32),
         vec(any::<bool>(), n.clone()).prop_map(Array::Bool),
-        vec(gguf_string(), n.clone()).prop_map(Array::String),
+        vec(gguf_string(), n.clone()).prop_map(|v| Array::String(v.into())),
         vec(any::<u64>(), n.clone()).prop_map(Array::U64),
         vec(any::<i64>(), n.clone()).prop_map(Array::I64),
         vec(any::<u64>().prop_map(f64::from_bits), n).prop_map(Array::F64),

@@ -170,7 +170,7 @@ fn text_items(a: &Array, full: bool) -> String {
 
 fn text_element(a: &Array, i: usize, full: bool) -> String {
     match a {
-        Array::String(v) => quoted(&v[i].to_string_lossy(), full),
+        Array::String(v) => quoted(&String::from_utf8_lossy(&v[i]), full),
         Array::Array(v) => text_items(&v[i], full),
         Array::F32(v) => format!("{:?}", v[i]),
         Array::F64(v) => format!("{:?}", v[i]),
@@ -292,7 +292,12 @@ fn json_element(a: &Array, i: usize, full: bool) -> Json {
         Array::F32(v) => json_float(f64::from(v[i])),
         Array::F64(v) => json_float(v[i]),
         Array::Bool(v) => json!(v[i]),
-        Array::String(v) => json_value(&Value::String(v[i].clone()), full),
+        Array::String(v) => json_value(
+            &Value::String(quantforge_formats::gguf::GgufString::from_bytes(
+                v[i].to_vec(),
+            )),
+            full,
+        ),
         Array::Array(v) => json_array(&v[i], full),
     }
 }

@@ -188,7 +188,7 @@ mod tests {
         assert_eq!(ok("a=str:"), ("a".into(), Value::from("")));
         assert_eq!(
             ok(r#"a=arr[str]:["p","q"]"#).1,
-            Value::Array(Array::String(vec!["p".into(), "q".into()]))
+            Value::Array(Array::String(vec!["p", "q"].into()))
         );
         assert_eq!(
             ok(r#"a=arr[f32]:[1,"nan"]"#).1.type_name(),

@@ -395,10 +395,9 @@ impl Imatrix {
             return Err(ImatrixError::MissingMetadata(missing.join(", ")));
         }
         let datasets = match meta.get("imatrix.datasets") {
-            Some(Value::Array(Array::String(names))) => names
-                .iter()
-                .map(|s: &GgufString| c_str(s.as_bytes()).to_vec())
-                .collect(),
+            Some(Value::Array(Array::String(names))) => {
+                names.iter().map(|s| c_str(s).to_vec()).collect()
+            }
             _ => Vec::new(),
         };
 

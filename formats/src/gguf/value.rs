@@ -236,6 +236,100 @@ pub enum Value {
     F64(f64),
 }
 
+/// The strings of an `arr[str]`, packed: every string's bytes in one buffer and where
+/// each one ends. A vocabulary of hundreds of thousands of tokens is then two
+/// allocations to read, copy, write or drop, instead of one per token.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct StringArray {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl StringArray {
+    /// No strings.
+    pub fn new() -> StringArray {
+        StringArray::default()
+    }
+
+    /// No strings, with room for `strings` of `bytes` bytes in all.
+    pub fn with_capacity(strings: usize, bytes: usize) -> StringArray {
+        StringArray {
+            bytes: Vec::with_capacity(bytes),
+            ends: Vec::with_capacity(strings),
+        }
+    }
+
+    /// The number of strings.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are no strings.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The bytes of string `i`.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let end = *self.ends.get(i)?;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        Some(&self.bytes[start..end])
+    }
+
+    /// Appends a string.
+    pub fn push(&mut self, s: impl AsRef<[u8]>) {
+        self.bytes.extend_from_slice(s.as_ref());
+        self.ends.push(self.bytes.len());
+    }
+
+    /// The strings' bytes, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + DoubleEndedIterator + '_ {
+        (0..self.len()).map(|i| &self[i])
+    }
+}
+
+impl std::ops::Index<usize> for StringArray {
+    type Output = [u8];
+
+    /// The bytes of string `i`; panics if there is no such string.
+    fn index(&self, i: usize) -> &[u8] {
+        match self.get(i) {
+            Some(s) => s,
+            None => panic!("string {i} of an array of {}", self.len()),
+        }
+    }
+}
+
+impl fmt::Debug for StringArray {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.iter().map(String::from_utf8_lossy))
+            .finish()
+    }
+}
+
+impl<S: AsRef<[u8]>> FromIterator<S> for StringArray {
+    fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> StringArray {
+        let mut out = StringArray::new();
+        for s in iter {
+            out.push(s);
+        }
+        out
+    }
+}
+
+impl<S: AsRef<[u8]>> From<Vec<S>> for StringArray {
+    fn from(v: Vec<S>) -> StringArray {
+        v.into_iter().collect()
+    }
+}
+
+impl AsRef<[u8]> for GgufString {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// An array value: the element type is the variant, so every element has it.
 ///
 /// `Array(Vec<Array>)` is an array of arrays; each inner array has its own element type
@@ -258,8 +352,8 @@ pub enum Array {
     F32(Vec<f32>),
     /// `arr[bool]`.
     Bool(Vec<bool>),
-    /// `arr[str]`.
-    String(Vec<GgufString>),
+    /// `arr[str]`, packed (see [`StringArray`]).
+    String(StringArray),
     /// `arr[arr]`: each element an array of its own type.
     Array(Vec<Array>),
     /// `arr[u64]`.
@@ -349,7 +443,7 @@ macro_rules! impl_value_and_array {
                 match elem {
                     $( ValueType::$variant => Array::$variant(Vec::new()), )*
                     ValueType::Bool => Array::Bool(Vec::new()),
-                    ValueType::String => Array::String(Vec::new()),
+                    ValueType::String => Array::String(StringArray::new()),
                     ValueType::Array => Array::Array(Vec::new()),
                 }
             }
@@ -432,6 +526,12 @@ impl From<Vec<bool>> for Array {
 
 impl From<Vec<GgufString>> for Array {
     fn from(v: Vec<GgufString>) -> Array {
+        Array::String(v.into_iter().collect())
+    }
+}
+
+impl From<StringArray> for Array {
+    fn from(v: StringArray) -> Array {
         Array::String(v)
     }
 }
@@ -505,5 +605,31 @@ impl Array {
     /// The full type as text: `arr[u32]`, `arr[str]`, `arr[arr]`.
     pub fn type_name(&self) -> String {
         format!("arr[{}]", self.elem_type().name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StringArray;
+
+    #[test]
+    fn string_arrays_keep_each_string_and_its_bytes() {
+        let mut a = StringArray::new();
+        assert!(a.is_empty() && a.get(0).is_none());
+        a.push("");
+        a.push(b"\xff\x00");
+        a.push("token");
+        assert_eq!(a.len(), 3);
+        assert_eq!(a.get(0), Some(&b""[..]));
+        assert_eq!(&a[1], b"\xff\x00");
+        assert_eq!(&a[2], b"token");
+        assert!(a.get(3).is_none());
+        let all: Vec<&[u8]> = a.iter().collect();
+        assert_eq!(all, [&b""[..], b"\xff\x00", b"token"]);
+        assert_eq!(a.iter().next_back(), Some(&b"token"[..]));
+        let same: StringArray = vec![&b""[..], b"\xff\x00", b"token"].into();
+        assert_eq!(a, same);
+        assert_ne!(a, StringArray::from(vec!["", "token"]));
+        assert_eq!(format!("{a:?}"), "[\"\", \"\u{fffd}\\0\", \"token\"]");
     }
 }

@@ -13,7 +13,7 @@
 //! them) and bools other than 0/1 are rejected, as the GGUF specification asks.
 
 use super::error::{GgufError, Result};
-use super::value::{Array, GgufString, Value, ValueType, for_each_number};
+use super::value::{Array, GgufString, StringArray, Value, ValueType, for_each_number};
 
 /// Deepest nesting of arrays of arrays accepted (an array of scalars is depth 1).
 pub const MAX_ARRAY_DEPTH: usize = 32;
@@ -198,10 +198,9 @@ fn read_array(c: &mut Cursor<'_>, key: &str, depth: usize) -> Result<Array> {
                     )
                 }
                 ValueType::String => {
-                    let mut out = Vec::with_capacity(n.min(MAX_PREALLOC));
+                    let mut out = StringArray::with_capacity(n.min(MAX_PREALLOC), 0);
                     for i in 0..n {
-                        let s = c.string(&|| format!("string {i} of key '{key}'"))?;
-                        out.push(GgufString::from_bytes(s.to_vec()));
+                        out.push(c.string(&|| format!("string {i} of key '{key}'"))?);
                     }
                     Array::String(out)
                 }
@@ -255,8 +254,8 @@ fn write_array(out: &mut Vec<u8>, array: &Array) {
                 } )*
                 Array::Bool(v) => out.extend(v.iter().map(|&b| u8::from(b))),
                 Array::String(v) => {
-                    for s in v {
-                        write_string(out, s.as_bytes());
+                    for s in v.iter() {
+                        write_string(out, s);
                     }
                 }
                 Array::Array(v) => {

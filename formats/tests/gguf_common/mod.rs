@@ -84,7 +84,7 @@ pub fn small_gguf() -> Vec<u8> {
     m.set("llama.rope.freq_base", Value::F32(10000.0)).unwrap();
     m.set(
         "tokenizer.ggml.tokens",
-        Array::String(vec!["<s>".into(), "</s>".into(), "a".into()]),
+        Array::String(vec!["<s>", "</s>", "a"].into()),
     )
     .unwrap();
     m.set("tokenizer.ggml.add_bos_token", true).unwrap();

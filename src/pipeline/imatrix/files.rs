@@ -3,7 +3,7 @@
 //! `pipeline::imatrix` and the comparison with llama.cpp in `ggml-ref/tests`.
 #![allow(dead_code)]
 
-use quantforge_formats::gguf::{Array, GgufBuilder, GgufError, GgufString, Value};
+use quantforge_formats::gguf::{Array, GgufBuilder, GgufError, Value};
 use quantforge_kernels::GgmlType;
 
 /// One legacy entry: name, ncall, and the values as stored (already scaled by ncall).
@@ -52,7 +52,7 @@ pub fn gguf_builder(
     let mut b = GgufBuilder::new();
     let m = b.metadata_mut();
     m.set("general.type", Value::from("imatrix"))?;
-    let names = datasets.iter().map(|&d| GgufString::from(d)).collect();
+    let names = datasets.iter().collect();
     m.set("imatrix.datasets", Value::Array(Array::String(names)))?;
     m.set("imatrix.chunk_count", Value::U32(chunk_count))?;
     m.set("imatrix.chunk_size", Value::U32(chunk_size))?;

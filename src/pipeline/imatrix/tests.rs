@@ -295,7 +295,7 @@ fn gguf_errors() {
         }
         gguf(b)
     };
-    let datasets = || Value::Array(Array::String(vec!["d".into()]));
+    let datasets = || Value::Array(Array::String(vec!["d"].into()));
     match with_meta(&[("imatrix.datasets", datasets())]) {
         Err(ImatrixError::MissingMetadata(keys)) => {
             assert_eq!(keys, "imatrix.chunk_count, imatrix.chunk_size")

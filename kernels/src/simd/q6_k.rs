@@ -85,13 +85,14 @@ fn search_group<V: Lanes>(
 #[inline(always)]
 fn requantize_symmetric<V: Lanes>(x: &[f32], d: f32, l: &mut [i8]) {
     let dv = V::splat(d);
-    let mut codes = [0i32; 16];
+    let l: &mut [u8] = bytemuck::cast_slice_mut(l);
     // Every ISA's lane count (4, 8, 16) divides 16.
     for (xs, ls) in x.chunks_exact(V::N).zip(l.chunks_exact_mut(V::N)) {
         let q = V::load(xs).div(dv).nearest_int();
-        V::store_int(V::clamp_int(q, -32, 31), &mut codes);
-        for (o, &c) in ls.iter_mut().zip(&codes) {
-            *o = (c + 32) as i8;
-        }
+        V::store_u8(V::clamp_int(q, -32, 31), ls);
+    }
+    // -32..=31 as bytes, plus 32: 0..=63.
+    for b in l.iter_mut() {
+        *b = b.wrapping_add(32);
     }
 }

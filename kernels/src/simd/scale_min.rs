@@ -181,12 +181,8 @@ fn super_block_sigma2<V: Lanes>(x: &[f32]) -> Vec<f32> {
 #[inline(always)]
 fn requantize_with_min<V: Lanes>(x: &[f32], d: f32, dm: f32, nmax: i32, l: &mut [u8]) {
     let (dv, dmv) = (V::splat(d), V::splat(dm));
-    let mut codes = [0i32; 16];
     for (xs, ls) in x.chunks_exact(V::N).zip(l.chunks_exact_mut(V::N)) {
         let q = V::load(xs).add(dmv).div(dv).nearest_int();
-        V::store_int(V::clamp_int(q, 0, nmax), &mut codes);
-        for (o, &c) in ls.iter_mut().zip(&codes) {
-            *o = c as u8;
-        }
+        V::store_u8(V::clamp_int(q, 0, nmax), ls);
     }
 }

@@ -40,6 +40,7 @@ pub(crate) fn qkx_search<V: Lanes>(
     }
     min = V::select(min.gt(zero), zero, min);
     let flat = max.eq(min);
+    let live = max.gt(min);
     let flat_min = min;
     let mut xmin = x[0];
     for xi in &x[1..] {
@@ -69,8 +70,10 @@ pub(crate) fn qkx_search<V: Lanes>(
             // both below 2^22 in magnitude (no NaN, no infinity), rounding in float is exact
             // and cheaper; otherwise ggml's integer trick reproduces it for any v.
             let limit = V::splat(4_194_304.0);
-            let lo = iscale.mul(xmin.sub(min)).abs();
-            let hi = iscale.mul(max.sub(min)).abs();
+            let lo_signed = iscale.mul(xmin.sub(min));
+            let hi_signed = iscale.mul(max.sub(min));
+            let lo = lo_signed.abs();
+            let hi = hi_signed.abs();
             let safe = V::and(lo.lt(limit), hi.lt(limit));
             let one = V::splat(1.0);
             let unsafe_lanes = V::select(
@@ -81,10 +84,30 @@ pub(crate) fn qkx_search<V: Lanes>(
                 zero,
             )
             .gt(zero);
-            let (sum_l, sum_l2, sum_xl) = if V::any(unsafe_lanes) {
-                search_sums::<V, false>(x, w, iscale, min, nmax, level, &mut laux)
-            } else {
-                search_sums::<V, true>(x, w, iscale, min, nmax, level, &mut laux)
+            // With every v of every live lane at least 0 (the trial's min at most the
+            // smallest value), or every v below nmax + 1/2 (rounding to at most nmax), that
+            // bound of the clamp changes no code and is left out.
+            let below = V::any(V::and(live, lo_signed.lt(zero)));
+            let above = V::any(V::and(
+                live,
+                hi_signed.gt(V::splat(f32::from_bits((nmax as f32 + 0.5).to_bits() - 1))),
+            ));
+            let (sum_l, sum_l2, sum_xl) = match (V::any(unsafe_lanes), below, above) {
+                (true, _, _) => {
+                    search_sums::<V, false, true, true>(x, w, iscale, min, nmax, level, &mut laux)
+                }
+                (false, true, true) => {
+                    search_sums::<V, true, true, true>(x, w, iscale, min, nmax, level, &mut laux)
+                }
+                (false, true, false) => {
+                    search_sums::<V, true, true, false>(x, w, iscale, min, nmax, level, &mut laux)
+                }
+                (false, false, true) => {
+                    search_sums::<V, true, false, true>(x, w, iscale, min, nmax, level, &mut laux)
+                }
+                (false, false, false) => {
+                    search_sums::<V, true, false, false>(x, w, iscale, min, nmax, level, &mut laux)
+                }
             };
             let det = sum_w.mul(sum_l2).sub(sum_l.mul(sum_l));
             let solvable = det.gt(zero);
@@ -113,8 +136,11 @@ pub(crate) fn qkx_search<V: Lanes>(
 /// One trial of the search: the codes of `v = iscale*(x - min)` into `laux` and the
 /// weighted sums `(sum w*l, sum w*l*l, sum w*l*x)`. `FLOAT_ROUND` rounds `v` in float
 /// (exact only for |v| < 2^22, which the caller checks); otherwise ggml's integer trick.
+/// In float, `CLAMP_LO` / `CLAMP_HI` false leave out the bound at 0 / at `nmax`, which the
+/// caller may do only when no code of a lane that matters would reach it (every `v >= 0`
+/// / every `v < nmax + 1/2`).
 #[inline(always)]
-fn search_sums<V: Lanes, const FLOAT_ROUND: bool>(
+fn search_sums<V: Lanes, const FLOAT_ROUND: bool, const CLAMP_LO: bool, const CLAMP_HI: bool>(
     x: &[V; 32],
     w: &[V; 32],
     iscale: V,
@@ -131,11 +157,23 @@ fn search_sums<V: Lanes, const FLOAT_ROUND: bool>(
     for i in 0..32 {
         let v = iscale.mul(x[i].sub(min));
         let q = match (level, FLOAT_ROUND) {
-            (Level::Qkx2, true) => v.round_even().max(zero).min(nmax_f),
+            (Level::Qkx2, true) => {
+                let r = v.round_even();
+                let r = if CLAMP_LO { r.max(zero) } else { r };
+                if CLAMP_HI { r.min(nmax_f) } else { r }
+            }
             (Level::Qkx2, false) => V::int_to_f32(V::clamp_int(v.nearest_int(), 0, nmax)),
             (Level::Qkx3, true) => {
-                let capped = V::select(v.lt(nmax_f), v, nmax_f);
-                V::select(v.gt(zero), capped.round_even(), zero)
+                let capped = if CLAMP_HI {
+                    V::select(v.lt(nmax_f), v, nmax_f)
+                } else {
+                    v
+                };
+                if CLAMP_LO {
+                    V::select(v.gt(zero), capped.round_even(), zero)
+                } else {
+                    capped.round_even()
+                }
             }
             (Level::Qkx3, false) => {
                 let capped = V::select(v.lt(nmax_f), v, nmax_f);

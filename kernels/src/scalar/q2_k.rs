@@ -11,7 +11,7 @@ use crate::blocks::{BlockQ2K, QK_K};
 use crate::num::{F16Le, nearest_int};
 
 /// Sub-blocks per super-block.
-const SUB: usize = QK_K / 16;
+pub(crate) const SUB: usize = QK_K / 16;
 
 /// One row as `quantize_q2_K` does it: `quantize_row_q2_K_ref` without an importance
 /// matrix, `quantize_row_q2_K_impl` with one (`imatrix` holds one weight per column).
@@ -31,22 +31,34 @@ pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockQ2K]) {
 /// Returns the codes the search chose.
 fn choose_scales_ref(x: &[f32], block: &mut BlockQ2K) -> [u8; QK_K] {
     let mut l = [0u8; QK_K];
-    let mut laux = [0u8; 16];
-    let mut weights = [0.0f32; 16];
     let mut scales = [0.0f32; SUB];
     let mut mins = [0.0f32; SUB];
     for (j, (xs, ls)) in x.chunks_exact(16).zip(l.chunks_exact_mut(16)).enumerate() {
-        for (w, &v) in weights.iter_mut().zip(xs) {
-            *w = v.abs();
-        }
-        (scales[j], mins[j]) =
-            make_qkx2_quants(16, 3, xs, &weights, ls, &mut laux, -0.5, 0.1, 15, true);
+        (scales[j], mins[j]) = search_ref(xs, ls);
     }
-    let max_scale = largest(&scales);
-    let max_min = largest(&mins);
+    store_scales_ref(&scales, &mins, block);
+    l
+}
+
+/// The search of `quantize_row_q2_K_ref` for one sub-block of 16: codes into `l`,
+/// `(scale, the_min)` returned.
+pub(crate) fn search_ref(xs: &[f32], l: &mut [u8]) -> (f32, f32) {
+    let mut laux = [0u8; 16];
+    let mut weights = [0.0f32; 16];
+    for (w, &v) in weights.iter_mut().zip(xs) {
+        *w = v.abs();
+    }
+    make_qkx2_quants(16, 3, xs, &weights, l, &mut laux, -0.5, 0.1, 15, true)
+}
+
+/// The sub-block scales and mins of `quantize_row_q2_K_ref`, each mapped linearly to
+/// 0..15 against the largest, into `block` (`scales`, `d`, `dmin`).
+pub(crate) fn store_scales_ref(scales: &[f32; SUB], mins: &[f32; SUB], block: &mut BlockQ2K) {
+    let max_scale = largest(scales);
+    let max_min = largest(mins);
     if max_scale > 0.0 {
         let iscale = 15.0 / max_scale;
-        for (sc, &s) in block.scales.iter_mut().zip(&scales) {
+        for (sc, &s) in block.scales.iter_mut().zip(scales) {
             *sc = nearest_int(iscale * s) as u8;
         }
         block.d = F16Le::from_f32(max_scale / 15.0);
@@ -56,14 +68,13 @@ fn choose_scales_ref(x: &[f32], block: &mut BlockQ2K) -> [u8; QK_K] {
     }
     if max_min > 0.0 {
         let iscale = 15.0 / max_min;
-        for (sc, &m) in block.scales.iter_mut().zip(&mins) {
+        for (sc, &m) in block.scales.iter_mut().zip(mins) {
             *sc |= (nearest_int(iscale * m) << 4) as u8;
         }
         block.dmin = F16Le::from_f32(max_min / 15.0);
     } else {
         block.dmin = F16Le::from_f32(0.0);
     }
-    l
 }
 
 /// `quantize_row_q2_K_impl` up to the final re-rounding: an importance-weighted
@@ -71,8 +82,6 @@ fn choose_scales_ref(x: &[f32], block: &mut BlockQ2K) -> [u8; QK_K] {
 /// Returns the codes the search chose.
 fn choose_scales_weighted(x: &[f32], qw: &[f32], block: &mut BlockQ2K) -> [u8; QK_K] {
     let mut l = [0u8; QK_K];
-    let mut laux = [0u8; 16];
-    let mut weight = [0.0f32; 16];
     let mut scales = [0.0f32; SUB];
     let mut mins = [0.0f32; SUB];
     let mut sw = [0.0f32; SUB];
@@ -83,31 +92,56 @@ fn choose_scales_weighted(x: &[f32], qw: &[f32], block: &mut BlockQ2K) -> [u8; Q
         .zip(l.chunks_exact_mut(16))
         .enumerate()
     {
-        importance_weights(xs, ws, sigma2, &mut weight);
-        sw[j] = sum(&weight);
-        (scales[j], mins[j]) = make_qkx3_quants(
-            16,
-            3,
-            xs,
-            Some(&weight),
-            ls,
-            &mut laux,
-            -0.9,
-            0.05,
-            36,
-            false,
-        );
+        (scales[j], mins[j], sw[j]) = search_weighted(xs, ws, sigma2, ls);
     }
+    store_scales_weighted(&scales, &mins, &sw, block);
+    l
+}
+
+/// The search of `quantize_row_q2_K_impl` for one sub-block of 16 with importance values
+/// `ws` (`sigma2` being the super-block's mean square): codes into `l`,
+/// `(scale, the_min, sum of the weights)` returned.
+pub(crate) fn search_weighted(
+    xs: &[f32],
+    ws: &[f32],
+    sigma2: f32,
+    l: &mut [u8],
+) -> (f32, f32, f32) {
+    let mut laux = [0u8; 16];
+    let mut weight = [0.0f32; 16];
+    importance_weights(xs, ws, sigma2, &mut weight);
+    let (scale, min) = make_qkx3_quants(
+        16,
+        3,
+        xs,
+        Some(&weight),
+        l,
+        &mut laux,
+        -0.9,
+        0.05,
+        36,
+        false,
+    );
+    (scale, min, sum(&weight))
+}
+
+/// The sub-block scales and mins of `quantize_row_q2_K_impl`, each quantized to 4 bits by
+/// `make_qp_quants` with the sub-blocks' weight sums `sw`, into `block`.
+pub(crate) fn store_scales_weighted(
+    scales: &[f32; SUB],
+    mins: &[f32; SUB],
+    sw: &[f32; SUB],
+    block: &mut BlockQ2K,
+) {
     let mut ls = [0u8; SUB];
     let mut lm = [0u8; SUB];
-    let dm = make_qp_quants(SUB, 15, &scales, &mut ls, &sw);
-    let mm = make_qp_quants(SUB, 15, &mins, &mut lm, &sw);
+    let dm = make_qp_quants(SUB, 15, scales, &mut ls, sw);
+    let mm = make_qp_quants(SUB, 15, mins, &mut lm, sw);
     block.d = F16Le::from_f32(dm);
     block.dmin = F16Le::from_f32(mm);
     for (sc, (&s, &m)) in block.scales.iter_mut().zip(ls.iter().zip(&lm)) {
         *sc = s | (m << 4);
     }
-    l
 }
 
 /// The steps both paths end with: every value re-rounded against its stored sub-block

@@ -16,13 +16,13 @@ pub(crate) enum Level {
     Qkx3,
 }
 
-/// The search of `make_qkx2_quants`/`make_qkx3_quants` (`use_mad` false) over 32 values
-/// per lane: `x[i]`, `w[i]` hold element `i` of every lane's sub-block. Returns
-/// `(scale, the_min)` per lane.
+/// The search of `make_qkx2_quants`/`make_qkx3_quants` over `N` values per lane (`x[i]`,
+/// `w[i]` hold element `i` of every lane's sub-block), with absolute errors when `MAD`
+/// (`use_mad`), squared ones otherwise. Returns `(scale, the_min)` per lane.
 #[inline(always)]
-pub(crate) fn qkx_search<V: Lanes>(
-    x: &[V; 32],
-    w: &[V; 32],
+pub(crate) fn qkx_search<V: Lanes, const N: usize, const MAD: bool>(
+    x: &[V; N],
+    w: &[V; N],
     nmax: i32,
     (rmin, rdelta, nstep): (f32, f32, i32),
     level: Level,
@@ -32,7 +32,7 @@ pub(crate) fn qkx_search<V: Lanes>(
     let mut max = x[0];
     let mut sum_w = w[0];
     let mut sum_x = sum_w.mul(x[0]);
-    for i in 1..32 {
+    for i in 1..N {
         min = V::select(x[i].lt(min), x[i], min);
         max = V::select(x[i].gt(max), x[i], max);
         sum_w = sum_w.add(w[i]);
@@ -51,17 +51,17 @@ pub(crate) fn qkx_search<V: Lanes>(
     let iscale = nmax_f.div(range);
     let mut scale = V::splat(1.0).div(iscale);
     let mut best_error = zero;
-    for i in 0..32 {
+    for i in 0..N {
         let l = V::int_to_f32(V::clamp_int(
             iscale.mul(x[i].sub(min)).nearest_int(),
             0,
             nmax,
         ));
         let diff = scale.mul(l).add(min).sub(x[i]);
-        best_error = best_error.add(w[i].mul(diff.mul(diff)));
+        best_error = best_error.add(w[i].mul(error_of::<V, MAD>(diff)));
     }
     if nstep >= 1 {
-        let mut laux = [zero; 32];
+        let mut laux = [zero; N];
         for is in 0..=nstep {
             // `min` moves with each better fit, and the next trial scale uses it, as in C.
             let iscale = V::splat(rmin + rdelta * is as f32 + nmax as f32).div(max.sub(min));
@@ -93,21 +93,21 @@ pub(crate) fn qkx_search<V: Lanes>(
                 hi_signed.gt(V::splat(f32::from_bits((nmax as f32 + 0.5).to_bits() - 1))),
             ));
             let (sum_l, sum_l2, sum_xl) = match (V::any(unsafe_lanes), below, above) {
-                (true, _, _) => {
-                    search_sums::<V, false, true, true>(x, w, iscale, min, nmax, level, &mut laux)
-                }
+                (true, _, _) => search_sums::<V, N, false, true, true>(
+                    x, w, iscale, min, nmax, level, &mut laux,
+                ),
                 (false, true, true) => {
-                    search_sums::<V, true, true, true>(x, w, iscale, min, nmax, level, &mut laux)
+                    search_sums::<V, N, true, true, true>(x, w, iscale, min, nmax, level, &mut laux)
                 }
-                (false, true, false) => {
-                    search_sums::<V, true, true, false>(x, w, iscale, min, nmax, level, &mut laux)
-                }
-                (false, false, true) => {
-                    search_sums::<V, true, false, true>(x, w, iscale, min, nmax, level, &mut laux)
-                }
-                (false, false, false) => {
-                    search_sums::<V, true, false, false>(x, w, iscale, min, nmax, level, &mut laux)
-                }
+                (false, true, false) => search_sums::<V, N, true, true, false>(
+                    x, w, iscale, min, nmax, level, &mut laux,
+                ),
+                (false, false, true) => search_sums::<V, N, true, false, true>(
+                    x, w, iscale, min, nmax, level, &mut laux,
+                ),
+                (false, false, false) => search_sums::<V, N, true, false, false>(
+                    x, w, iscale, min, nmax, level, &mut laux,
+                ),
             };
             let det = sum_w.mul(sum_l2).sub(sum_l.mul(sum_l));
             let solvable = det.gt(zero);
@@ -117,9 +117,9 @@ pub(crate) fn qkx_search<V: Lanes>(
             this_min = V::select(positive, zero, this_min);
             this_scale = V::select(positive, sum_xl.div(sum_l2), this_scale);
             let mut cur_error = zero;
-            for i in 0..32 {
+            for i in 0..N {
                 let diff = this_scale.mul(laux[i]).add(this_min).sub(x[i]);
-                cur_error = cur_error.add(w[i].mul(diff.mul(diff)));
+                cur_error = cur_error.add(w[i].mul(error_of::<V, MAD>(diff)));
             }
             let better = V::and(solvable, cur_error.lt(best_error));
             best_error = V::select(better, cur_error, best_error);
@@ -133,6 +133,12 @@ pub(crate) fn qkx_search<V: Lanes>(
     (scale, min.mul(V::splat(-1.0)))
 }
 
+/// `|diff|` with `MAD`, else `diff*diff`.
+#[inline(always)]
+fn error_of<V: Lanes, const MAD: bool>(diff: V) -> V {
+    if MAD { diff.abs() } else { diff.mul(diff) }
+}
+
 /// One trial of the search: the codes of `v = iscale*(x - min)` into `laux` and the
 /// weighted sums `(sum w*l, sum w*l*l, sum w*l*x)`. `FLOAT_ROUND` rounds `v` in float
 /// (exact only for |v| < 2^22, which the caller checks); otherwise ggml's integer trick.
@@ -140,21 +146,27 @@ pub(crate) fn qkx_search<V: Lanes>(
 /// caller may do only when no code of a lane that matters would reach it (every `v >= 0`
 /// / every `v < nmax + 1/2`).
 #[inline(always)]
-fn search_sums<V: Lanes, const FLOAT_ROUND: bool, const CLAMP_LO: bool, const CLAMP_HI: bool>(
-    x: &[V; 32],
-    w: &[V; 32],
+fn search_sums<
+    V: Lanes,
+    const N: usize,
+    const FLOAT_ROUND: bool,
+    const CLAMP_LO: bool,
+    const CLAMP_HI: bool,
+>(
+    x: &[V; N],
+    w: &[V; N],
     iscale: V,
     min: V,
     nmax: i32,
     level: Level,
-    laux: &mut [V; 32],
+    laux: &mut [V; N],
 ) -> (V, V, V) {
     let zero = V::splat(0.0);
     let nmax_f = V::splat(nmax as f32);
     let mut sum_l = zero;
     let mut sum_l2 = zero;
     let mut sum_xl = zero;
-    for i in 0..32 {
+    for i in 0..N {
         let v = iscale.mul(x[i].sub(min));
         let q = match (level, FLOAT_ROUND) {
             (Level::Qkx2, true) => {

@@ -25,7 +25,7 @@ pub(crate) fn quantize_row<V: Lanes>(
     // Not `Option::map`: a closure would not inline the lane operations (see lanes.rs).
     #[allow(clippy::manual_map)]
     let sigma2 = match qw {
-        Some(_) => Some(super_block_sigma2::<V>(x)),
+        Some(_) => Some(super_block_sigma2::<V>(x, 2.0)),
         None => None,
     };
     let mut scales = vec![0.0f32; nsub];
@@ -126,7 +126,7 @@ fn search_group<V: Lanes>(
             }
             sum_w.store(&mut lane_buf);
             sw[g..g + count].copy_from_slice(&lane_buf[..count]);
-            qkx_search(&xt, &w, format.nmax, (-0.9, 0.05, 36), Level::Qkx3)
+            qkx_search::<V, 32, false>(&xt, &w, format.nmax, (-0.9, 0.05, 36), Level::Qkx3)
         }
         _ => {
             let mut ss = zero;
@@ -138,7 +138,7 @@ fn search_group<V: Lanes>(
             for i in 0..32 {
                 w[i] = av_x.add(xt[i].abs());
             }
-            qkx_search(&xt, &w, format.nmax, format.ref_search, Level::Qkx2)
+            qkx_search::<V, 32, false>(&xt, &w, format.nmax, format.ref_search, Level::Qkx2)
         }
     };
     scale.store(&mut lane_buf);
@@ -148,10 +148,11 @@ fn search_group<V: Lanes>(
     count
 }
 
-/// `2 * sum(x²) / 256` of every super-block of the row, one super-block per lane (each
-/// lane sums its 256 squares in order, as the scalar loop does).
+/// `factor * sum(x²) / 256` of every super-block of the row, one super-block per lane
+/// (each lane sums its 256 squares in order, as the scalar loop does; a factor of 1 leaves
+/// the sum as it is).
 #[inline(always)]
-fn super_block_sigma2<V: Lanes>(x: &[f32]) -> Vec<f32> {
+pub(crate) fn super_block_sigma2<V: Lanes>(x: &[f32], factor: f32) -> Vec<f32> {
     let nb = x.len() / QK_K;
     let mut out = vec![0.0f32; nb];
     let mut buf = [0.0f32; MAX_LANES];
@@ -168,7 +169,7 @@ fn super_block_sigma2<V: Lanes>(x: &[f32]) -> Vec<f32> {
             });
             acc = acc.add(v.mul(v));
         }
-        V::splat(2.0)
+        V::splat(factor)
             .mul(acc)
             .div(V::splat(QK_K as f32))
             .store(&mut buf);
@@ -177,9 +178,10 @@ fn super_block_sigma2<V: Lanes>(x: &[f32]) -> Vec<f32> {
     out
 }
 
-/// `l = clamp(nearest_int((x + dm) / d), 0, nmax)` over a sub-block of 32.
+/// `l = clamp(nearest_int((x + dm) / d), 0, nmax)` over a sub-block (a whole number of
+/// vectors: 16 or 32 values).
 #[inline(always)]
-fn requantize_with_min<V: Lanes>(x: &[f32], d: f32, dm: f32, nmax: i32, l: &mut [u8]) {
+pub(crate) fn requantize_with_min<V: Lanes>(x: &[f32], d: f32, dm: f32, nmax: i32, l: &mut [u8]) {
     let (dv, dmv) = (V::splat(d), V::splat(dm));
     for (xs, ls) in x.chunks_exact(V::N).zip(l.chunks_exact_mut(V::N)) {
         let q = V::load(xs).add(dmv).div(dv).nearest_int();

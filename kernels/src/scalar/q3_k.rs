@@ -12,7 +12,7 @@ use crate::blocks::{BlockQ3K, QK_K};
 use crate::num::{F16Le, nearest_int};
 
 /// Sub-blocks per super-block.
-const SUB: usize = QK_K / 16;
+pub(crate) const SUB: usize = QK_K / 16;
 
 /// One row as `quantize_q3_K` does it: `quantize_row_q3_K_ref` without an importance
 /// matrix, `quantize_row_q3_K_impl` with one (`imatrix` holds one weight per column).
@@ -39,9 +39,16 @@ fn choose_scales_ref(x: &[f32], block: &mut BlockQ3K) -> [i8; QK_K] {
     {
         *s = make_q3_quants(16, 4, xs, ls);
     }
+    store_scales_ref(&scales, block);
+    l
+}
+
+/// The sub-block scales of `quantize_row_q3_K_ref` mapped linearly to -32..31 against
+/// the one of largest magnitude, into `block` (`scales`, `d`).
+pub(crate) fn store_scales_ref(scales: &[f32; SUB], block: &mut BlockQ3K) {
     let mut amax = 0.0f32;
     let mut max_scale = 0.0f32;
-    for &s in &scales {
+    for &s in scales {
         if s.abs() > amax {
             amax = s.abs();
             max_scale = s;
@@ -57,7 +64,6 @@ fn choose_scales_ref(x: &[f32], block: &mut BlockQ3K) -> [i8; QK_K] {
         block.scales = [0; 12];
         block.d = F16Le::from_f32(0.0);
     }
-    l
 }
 
 /// `quantize_row_q3_K_impl` up to the final re-rounding: an importance-weighted
@@ -66,7 +72,6 @@ fn choose_scales_ref(x: &[f32], block: &mut BlockQ3K) -> [i8; QK_K] {
 fn choose_scales_weighted(x: &[f32], qw: &[f32], block: &mut BlockQ3K) -> [i8; QK_K] {
     let mut l = [0i8; QK_K];
     let mut scales = [0.0f32; SUB];
-    let mut weight = [0.0f32; 16];
     let mut sw = [0.0f32; SUB];
     let sigma2 = 2.0 * sum_squares(x) / QK_K as f32;
     for (j, ((xs, ws), ls)) in x
@@ -75,15 +80,28 @@ fn choose_scales_weighted(x: &[f32], qw: &[f32], block: &mut BlockQ3K) -> [i8; Q
         .zip(l.chunks_exact_mut(16))
         .enumerate()
     {
-        importance_weights(xs, ws, sigma2, &mut weight);
-        sw[j] = sum(&weight);
-        scales[j] = make_qx_quants(16, 4, xs, ls, 1, Some(&weight));
+        (scales[j], sw[j]) = search_weighted(xs, ws, sigma2, ls);
     }
+    store_scales_weighted(&scales, &sw, block);
+    l
+}
+
+/// The search of `quantize_row_q3_K_impl` for one sub-block of 16 with importance values
+/// `ws` (`sigma2` from the super-block): codes (0..8) into `l`, `(scale, sum of the
+/// weights)` returned.
+pub(crate) fn search_weighted(xs: &[f32], ws: &[f32], sigma2: f32, l: &mut [i8]) -> (f32, f32) {
+    let mut weight = [0.0f32; 16];
+    importance_weights(xs, ws, sigma2, &mut weight);
+    (make_qx_quants(16, 4, xs, l, 1, Some(&weight)), sum(&weight))
+}
+
+/// The sub-block scales of `quantize_row_q3_K_impl`, quantized to 6 bits by
+/// `make_qx_quants` with the sub-blocks' weight sums `sw`, into `block`.
+pub(crate) fn store_scales_weighted(scales: &[f32; SUB], sw: &[f32; SUB], block: &mut BlockQ3K) {
     let mut ls = [0i8; SUB];
-    let d_block = make_qx_quants(SUB, 32, &scales, &mut ls, 1, Some(&sw));
+    let d_block = make_qx_quants(SUB, 32, scales, &mut ls, 1, Some(sw));
     block.scales = pack_scales(&ls.map(|v| v as u8));
     block.d = F16Le::from_f32(d_block);
-    l
 }
 
 /// Packs 16 6-bit scale codes: low nibbles in bytes 0..8 (sub-blocks 8..16 in the high
@@ -103,7 +121,7 @@ fn pack_scales(codes: &[u8; SUB]) -> [u8; 12] {
 
 /// The signed scale (-32..31) of sub-block `j`, the inverse of [`pack_scales`] minus 32.
 #[inline(always)]
-fn scale(scales: &[u8; 12], j: usize) -> i32 {
+pub(crate) fn scale(scales: &[u8; 12], j: usize) -> i32 {
     let low = if j < 8 {
         scales[j] & 0xF
     } else {
@@ -120,15 +138,23 @@ fn finish(x: &[f32], mut l: [i8; QK_K], block: &mut BlockQ3K) {
     for (j, (xs, ls)) in x.chunks_exact(16).zip(l.chunks_exact_mut(16)).enumerate() {
         requantize_symmetric(xs, d * scale(&block.scales, j) as f32, 4, ls);
     }
+    pack_codes(l, block);
+}
+
+/// The codes (0..8) into `block`: the high bits split off into `hmask`, the low two bits
+/// packed into `qs`. Branch-free: whether a code has its high bit is data, and a
+/// mispredicted branch per value costs more than the arithmetic.
+pub(crate) fn pack_codes(l: [i8; QK_K], block: &mut BlockQ3K) {
     // The high bit of element j goes to byte j%32, bit j/32.
-    block.hmask = [0; QK_K / 8];
-    for (j, lj) in l.iter_mut().enumerate() {
-        if *lj > 3 {
-            block.hmask[j % 32] |= 1 << (j / 32);
-            *lj -= 4;
+    for (i, h) in block.hmask.iter_mut().enumerate() {
+        let mut bits = 0u8;
+        for b in 0..8 {
+            bits |= u8::from(l[32 * b + i] > 3) << b;
         }
+        *h = bits;
     }
-    pack_2bit(&l.map(|v| v as u8), &mut block.qs);
+    // A code of 4..8 keeps l - 4 = l & 3 below its high bit.
+    pack_2bit(&l.map(|v| (v & 3) as u8), &mut block.qs);
 }
 
 /// `dequantize_row_q3_K`: `y = (d*(sc-32)) * (q - (high bit ? 0 : 4))`.

@@ -259,3 +259,74 @@ fn qx_fit<V: Lanes>(x: &[V; 16], w: &[V; 16], wx: &[V; 16], iscale: V, nmax: i32
     }
     (sumlx, suml2)
 }
+
+/// The scale `make_q3_quants(16, nmax, x, L, true)` returns, for 16 values per lane: the
+/// first code guess, then up to five passes that move one code at a time while that
+/// raises `(sum w*x*l)^2 / sum w*l*l` (`w = x*x`), each lane exactly as the scalar loop
+/// runs for its sub-block. A pass in which a lane changes nothing leaves its state as it
+/// was, so the lanes that C would have stopped run on unchanged until no lane changes.
+#[inline(always)]
+pub(crate) fn q3_scale<V: Lanes>(x: &[V; 16], nmax: i32) -> V {
+    let zero = V::splat(0.0);
+    let one = V::splat(1.0);
+    let mut amax = zero;
+    let mut max = zero;
+    for &xi in x {
+        let ax = xi.abs();
+        let bigger = ax.gt(amax);
+        amax = V::select(bigger, ax, amax);
+        max = V::select(bigger, xi, max);
+    }
+    let all_zero = amax.lt(V::splat(crate::scalar::kquant::GROUP_MAX_EPS));
+    let iscale = V::splat(-(nmax as f32)).div(max);
+    let mut w = [zero; 16];
+    let mut wx = [zero; 16];
+    let mut l = [zero; 16];
+    let mut sumlx = zero;
+    let mut suml2 = zero;
+    for i in 0..16 {
+        w[i] = x[i].mul(x[i]);
+        wx[i] = w[i].mul(x[i]);
+        let q = V::int_to_f32(V::clamp_int(
+            iscale.mul(x[i]).nearest_int(),
+            -nmax,
+            nmax - 1,
+        ));
+        l[i] = q;
+        sumlx = sumlx.add(wx[i].mul(q));
+        suml2 = suml2.add(w[i].mul(q).mul(q));
+    }
+    for _ in 0..5 {
+        let mut changed = zero;
+        for i in 0..16 {
+            let old = l[i];
+            let slx = sumlx.sub(wx[i].mul(old));
+            let sl2 = suml2.sub(w[i].mul(old).mul(old));
+            let new = V::int_to_f32(V::clamp_int(
+                x[i].mul(sl2).div(slx).nearest_int(),
+                -nmax,
+                nmax - 1,
+            ));
+            let slx_new = slx.add(wx[i].mul(new));
+            let sl2_new = sl2.add(w[i].mul(new).mul(new));
+            let differs = V::select(new.eq(old), zero, one).gt(zero);
+            let better = slx_new
+                .mul(slx_new)
+                .mul(suml2)
+                .gt(sumlx.mul(sumlx).mul(sl2_new));
+            let accept = V::and(
+                V::and(slx.gt(zero), differs),
+                V::and(sl2_new.gt(zero), better),
+            );
+            l[i] = V::select(accept, new, old);
+            sumlx = V::select(accept, slx_new, sumlx);
+            suml2 = V::select(accept, sl2_new, suml2);
+            changed = V::select(accept, one, changed);
+        }
+        if !V::any(changed.gt(zero)) {
+            break;
+        }
+    }
+    let scale = V::select(suml2.gt(zero), sumlx.div(suml2), zero);
+    V::select(all_zero, zero, scale)
+}

@@ -10,6 +10,7 @@
 pub(crate) mod kquant;
 pub(crate) mod lanes;
 pub(crate) mod q2_k;
+pub(crate) mod q3_k;
 pub(crate) mod q6_k;
 pub(crate) mod q_0;
 pub(crate) mod scale_min;
@@ -25,7 +26,7 @@ pub(crate) fn has_path(ty: GgmlType) -> bool {
     use GgmlType::*;
     matches!(
         ty,
-        F16 | BF16 | Q4_0 | Q5_0 | Q2_K | Q4_K | Q5_K | Q6_K | Q8_0 | TQ2_0
+        F16 | BF16 | Q4_0 | Q5_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_0 | TQ2_0
     )
 }
 
@@ -48,6 +49,7 @@ pub(crate) fn quantize_row<V: Lanes>(ty: GgmlType, x: &[f32], w: Option<&[f32]>,
             Some(_) => scalar::q5_0::quantize_row(x, w, bytemuck::cast_slice_mut(y)),
         },
         Q2_K => q2_k::quantize_row::<V>(x, w, bytemuck::cast_slice_mut(y)),
+        Q3_K => q3_k::quantize_row::<V>(x, w, bytemuck::cast_slice_mut(y)),
         Q4_K => {
             let blocks = bytemuck::cast_slice_mut(y);
             scale_min::quantize_row::<V>(x, w, &scalar::q4_k::FORMAT, |b, sb| {
@@ -77,6 +79,7 @@ pub(crate) fn dequantize<V: Lanes>(ty: GgmlType, x: &[u8], y: &mut [f32]) {
         Q4_0 => scalar::q4_0::dequantize_row(bytemuck::cast_slice(x), y),
         Q5_0 => scalar::q5_0::dequantize_row(bytemuck::cast_slice(x), y),
         Q2_K => scalar::q2_k::dequantize_row(bytemuck::cast_slice(x), y),
+        Q3_K => scalar::q3_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q4_K => scalar::q4_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q5_K => scalar::q5_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q6_K => scalar::q6_k::dequantize_row(bytemuck::cast_slice(x), y),

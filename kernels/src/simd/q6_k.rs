@@ -53,7 +53,7 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [Blo
                 make_qx_quants(16, 32, xs, ls, 1, ws);
                 continue;
             }
-            requantize_symmetric::<V>(xs, d, ls);
+            requantize_symmetric::<V>(xs, d, 32, ls);
         }
         pack_codes(&l, block);
     }
@@ -81,18 +81,18 @@ fn search_group<V: Lanes>(
     count
 }
 
-/// `l = clamp(nearest_int(x / d), -32, 31) + 32` over a sub-block of 16.
+/// `l = clamp(nearest_int(x / d), -nmax, nmax - 1) + nmax` over a sub-block of 16.
 #[inline(always)]
-fn requantize_symmetric<V: Lanes>(x: &[f32], d: f32, l: &mut [i8]) {
+pub(crate) fn requantize_symmetric<V: Lanes>(x: &[f32], d: f32, nmax: i32, l: &mut [i8]) {
     let dv = V::splat(d);
     let l: &mut [u8] = bytemuck::cast_slice_mut(l);
     // Every ISA's lane count (4, 8, 16) divides 16.
     for (xs, ls) in x.chunks_exact(V::N).zip(l.chunks_exact_mut(V::N)) {
         let q = V::load(xs).div(dv).nearest_int();
-        V::store_u8(V::clamp_int(q, -32, 31), ls);
+        V::store_u8(V::clamp_int(q, -nmax, nmax - 1), ls);
     }
-    // -32..=31 as bytes, plus 32: 0..=63.
+    // -nmax..nmax as bytes, plus nmax: 0..2*nmax.
     for b in l.iter_mut() {
-        *b = b.wrapping_add(32);
+        *b = b.wrapping_add(nmax as u8);
     }
 }

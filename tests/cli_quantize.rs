@@ -92,6 +92,50 @@ fn readme_first_command_and_the_positional_form_agree() {
     assert_eq!(ty("blk.0.attn_norm.weight"), GgmlType::F32);
 }
 
+/// llama-quantize's `IN TYPE [NTHREADS]`: without OUT the output is
+/// `ggml-model-NAME.gguf` in IN's folder, NAME from llama-quantize's table (a number names
+/// its first entry); the same bytes as with OUT given.
+#[test]
+fn without_out_the_output_takes_llama_quantize_s_default_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("m.gguf");
+    std::fs::copy(tiny(), &input).unwrap();
+    let named = dir.path().join("named.gguf");
+    ok(&quantforge(&[
+        "quantize",
+        "-q",
+        s(&input),
+        s(&named),
+        "Q8_0",
+    ]));
+    ok(&quantforge(&["quantize", "-q", s(&input), "q8_0", "2"]));
+    let default = dir.path().join("ggml-model-Q8_0.gguf");
+    assert_eq!(
+        std::fs::read(&named).unwrap(),
+        std::fs::read(&default).unwrap()
+    );
+    // 15 is MOSTLY_Q4_K_M, listed first under its alias Q4_K.
+    ok(&quantforge(&["quantize", "-q", s(&input), "15"]));
+    assert!(dir.path().join("ggml-model-Q4_K.gguf").is_file());
+    ok(&quantforge(&[
+        "quantize",
+        "-q",
+        s(&input),
+        "--type",
+        "Q6_K",
+    ]));
+    assert!(dir.path().join("ggml-model-Q6_K.gguf").is_file());
+    fails_with(
+        &quantforge(&["quantize", s(&input), "Q8_0", "many"]),
+        "NTHREADS must be a number",
+    );
+    fails_with(
+        &quantforge(&["quantize", s(&input), "Q8_0", "2", "3"]),
+        "unexpected argument 3",
+    );
+    fails_with(&quantforge(&["quantize", s(&input)]), "no target type");
+}
+
 #[test]
 fn dry_run_prints_the_plan_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();

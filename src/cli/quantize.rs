@@ -1,5 +1,5 @@
 //! `quantforge quantize IN OUT --type T [--threads N]`, or llama-quantize's positional form
-//! `quantforge quantize [options] IN OUT TYPE [NTHREADS]`: requantizes a GGUF model with
+//! `quantforge quantize [options] IN [OUT] TYPE [NTHREADS]`: requantizes a GGUF model with
 //! the per-tensor decisions of llama.cpp's quantizer ([`crate::pipeline::plan`]) and
 //! writes the result through [`crate::pipeline::run`]. What it prints while and after it
 //! runs (progress bar or lines, summary table) is in `report`.
@@ -15,7 +15,7 @@ use clap::Args;
 use quantforge_formats::gguf::{GgufModel, SplitLimits, Value};
 use quantforge_kernels::GgmlType;
 use report::{ProgressMode, Reporter, print_plan};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
 #[command(after_help = "\
@@ -91,8 +91,10 @@ pub struct QuantizeArgs {
     /// or model folder that holds a GGUF model's tensors and metadata (as `quantforge
     /// convert` writes it).
     input: PathBuf,
-    /// Output GGUF file.
-    output: PathBuf,
+    /// Output GGUF file. Left out (llama-quantize's `IN TYPE [NTHREADS]`, or `IN --type
+    /// T`), it is `ggml-model-TYPE.gguf` in IN's folder, as llama-quantize names it.
+    #[arg(value_name = "OUT")]
+    output: Option<PathBuf>,
     /// Target type, llama-quantize's positional form.
     #[arg(value_name = "TYPE")]
     positional_type: Option<String>,
@@ -101,11 +103,56 @@ pub struct QuantizeArgs {
     positional_threads: Option<usize>,
 }
 
+impl QuantizeArgs {
+    /// Reads llama-quantize's `IN TYPE [NTHREADS]` (no OUT) the way it does: without
+    /// `--type`, a second argument that names a type is the type (and a third is the thread
+    /// count); the output then takes llama-quantize's default name. Afterwards `output`
+    /// is set.
+    fn resolve_positionals(&mut self) -> Result<()> {
+        let second_is_type = self.ty.is_none()
+            && self
+                .output
+                .as_ref()
+                .and_then(|o| o.to_str())
+                .is_some_and(|o| Preset::parse(o).is_some());
+        if second_is_type {
+            if let Some(extra) = self.positional_threads {
+                bail!("unexpected argument {extra} after IN TYPE NTHREADS");
+            }
+            let ty = self.output.take().map(|o| o.to_string_lossy().into_owned());
+            if let Some(n) = self.positional_type.take() {
+                let n = n
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("NTHREADS must be a number, not {n:?}"))?;
+                self.positional_threads = Some(n);
+            }
+            self.positional_type = ty;
+        }
+        if self.output.is_none() {
+            let preset = target_preset(self)?;
+            // llama-quantize: the input's folder (as written, up to its last separator),
+            // then ggml-model-NAME.gguf with the type's name from its table.
+            let folder = match self.input.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::new(),
+            };
+            self.output = Some(folder.join(format!("ggml-model-{}.gguf", preset.name)));
+        }
+        Ok(())
+    }
+
+    /// OUT, once [`QuantizeArgs::resolve_positionals`] has run.
+    fn output(&self) -> &Path {
+        self.output.as_deref().expect("resolved")
+    }
+}
+
 fn parse_ggml_type(s: &str) -> std::result::Result<GgmlType, String> {
     GgmlType::from_name(s).map_err(|e| e.to_string())
 }
 
-pub fn run(args: QuantizeArgs) -> Result<()> {
+pub fn run(mut args: QuantizeArgs) -> Result<()> {
+    args.resolve_positionals()?;
     let preset = target_preset(&args)?;
     let threads = match (args.threads, args.positional_threads) {
         (Some(a), Some(b)) if a != b => bail!("--threads {a} and NTHREADS {b} disagree"),
@@ -154,11 +201,11 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
     let gguf_input = if file_kind::detect(&args.input)? == FileKind::Safetensors {
         let dir = tempfile::Builder::new()
             .prefix(".quantforge-")
-            .tempdir_in(quantforge_formats::output::parent_dir(&args.output))
+            .tempdir_in(quantforge_formats::output::parent_dir(args.output()))
             .with_context(|| {
                 format!(
                     "cannot create a temporary directory beside {}",
-                    args.output.display()
+                    args.output().display()
                 )
             })?;
         let path = dir.path().join("input.gguf");
@@ -188,7 +235,7 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         return Ok(());
     }
     plan.check_runnable()?;
-    if same_file(&args.input, &args.output) {
+    if same_file(&args.input, args.output()) {
         bail!(
             "input and output are the same file: {}",
             args.input.display()
@@ -207,8 +254,8 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         OutputLayout::Single
     };
     let output = match layout {
-        OutputLayout::Single => args.output.clone(),
-        _ => super::convert::split_prefix(&args.output),
+        OutputLayout::Single => args.output().to_path_buf(),
+        _ => super::convert::split_prefix(args.output()),
     };
     let run_options = RunOptions {
         threads,

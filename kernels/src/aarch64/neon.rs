@@ -83,11 +83,6 @@ impl Lanes for Neon {
         unsafe { vmaxvq_f32(self.0) }
     }
     #[inline(always)]
-    fn trunc(self) -> Self {
-        // SAFETY: see the impl comment.
-        unsafe { Neon(vrndq_f32(self.0)) }
-    }
-    #[inline(always)]
     fn round_even(self) -> Self {
         // SAFETY: see the impl comment.
         unsafe { Neon(vrndnq_f32(self.0)) }
@@ -217,5 +212,6 @@ mod tests {
     fn store_f16_rounds_as_ggml() {
         crate::simd::lanes::checks::store_f16::<super::Neon>();
         crate::simd::lanes::checks::load_f16::<super::Neon>();
+        crate::simd::lanes::checks::round_half_away_int::<super::Neon>();
     }
 }

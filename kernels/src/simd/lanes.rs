@@ -39,8 +39,6 @@ pub(crate) trait Lanes: Copy {
     fn min(self, o: Self) -> Self;
     /// The largest lane (for finite lanes a maximum is independent of order).
     fn hmax(self) -> f32;
-    /// Rounding toward zero (exact, as `f32::trunc`).
-    fn trunc(self) -> Self;
     /// Rounding to the nearest integer, ties to even (exact, as `f32::round_ties_even`).
     fn round_even(self) -> Self;
     fn lt(self, o: Self) -> Self::Mask;
@@ -142,10 +140,6 @@ impl<V: Lanes> Lanes for Pair<V> {
         self.0.max(self.1).hmax()
     }
     #[inline(always)]
-    fn trunc(self) -> Self {
-        Pair(self.0.trunc(), self.1.trunc())
-    }
-    #[inline(always)]
     fn round_even(self) -> Self {
         Pair(self.0.round_even(), self.1.round_even())
     }
@@ -235,16 +229,23 @@ pub(crate) fn from_fn<V: Lanes>(f: impl Fn(usize) -> f32) -> V {
     V::load(&buf)
 }
 
-/// `f32::round` per lane (half away from zero), from exact operations: the fraction
-/// `f = v - trunc(v)` is exact, so is `2f`, and `trunc(2f)` is the step of one away from
-/// zero (or none) that rounding adds. The sum is exact: a nonzero step only happens
-/// below 2^23, where integers are spaced by one. Non-finite lanes give NaN, which C's
-/// `(int)` turns into `INT_MIN` as it does the infinity `roundf` would return.
+/// The largest float below 1/2 (0.49999997).
+pub(crate) const BELOW_HALF: f32 = f32::from_bits(0x3eff_ffff);
+
+/// C's `(int)roundf(v)` per lane (half away from zero), as C's truncating cast of
+/// `v + copysign(BELOW_HALF, v)`: for every finite float, `truncf(v + copysignf(BELOW_HALF,
+/// v))` has the bits of `roundf(v)` (checked over all 2^32 bit patterns; adding 1/2
+/// itself would round `0.49999997` up to 1). Only the sign of a zero differs (-0 gives +0
+/// here), which the integer does not keep. Non-finite lanes convert as `roundf`'s result
+/// would (C's `(int)` of NaN or infinity).
 #[inline(always)]
-pub(crate) fn round_half_away<V: Lanes>(v: V) -> V {
-    let t = v.trunc();
-    let f = v.sub(t);
-    t.add(f.add(f).trunc())
+pub(crate) fn round_half_away_int<V: Lanes>(v: V) -> V::Int {
+    let half = V::select(
+        v.lt(V::splat(0.0)),
+        V::splat(-BELOW_HALF),
+        V::splat(BELOW_HALF),
+    );
+    v.add(half).c_int()
 }
 
 /// The absolute maximum of `x` (a whole number of vectors), starting from 0. Order does
@@ -322,6 +323,29 @@ pub(crate) mod checks {
             }
         }
         assert!(values.len() > 17_000_000, "only {} values", values.len());
+    }
+
+    /// `round_half_away_int` against `roundf` and C's cast: every 61st bit pattern of
+    /// magnitude below 2^31, the halves `k + 1/2` and their neighbours, `BELOW_HALF`.
+    #[inline(always)]
+    pub(crate) fn round_half_away_int<V: Lanes>() {
+        let mut values: Vec<f32> = (0..=u32::MAX)
+            .step_by(61)
+            .map(f32::from_bits)
+            .filter(|v| v.abs() < 2_147_483_648.0)
+            .collect();
+        for k in -300i32..300 {
+            let b = (k as f32 + 0.5).to_bits();
+            values.extend([b - 1, b, b + 1].map(f32::from_bits));
+        }
+        values.extend([super::BELOW_HALF, -super::BELOW_HALF, 0.0, -0.0]);
+        let mut ints = [0i32; MAX_LANES];
+        for chunk in values.chunks_exact(V::N) {
+            V::store_int(super::round_half_away_int(V::load(chunk)), &mut ints);
+            for (&v, &i) in chunk.iter().zip(&ints) {
+                assert_eq!(i, v.round() as i32, "(int)roundf({v:e})");
+            }
+        }
     }
 
     /// `load_f16` against ggml's software widening, on every fp16 bit pattern.

@@ -6,7 +6,7 @@
 //! a maximum, independent of order; the scale `d = m / divisor`, its inverse and its fp16
 //! rounding are then one lane per block, the same IEEE operations as the scalar code.
 
-use super::lanes::{Lanes, MAX_LANES, abs_max, round_half_away};
+use super::lanes::{Lanes, MAX_LANES, abs_max, round_half_away_int};
 use crate::blocks::{BlockQ4_0, BlockQ5_0, BlockQ8_0};
 use crate::num::F16Le;
 
@@ -63,7 +63,7 @@ pub(crate) fn quantize_q8_0<V: Lanes>(x: &[f32], y: &mut [BlockQ8_0]) {
             let id = V::splat(ids[b]);
             let qs: &mut [u8; QK] = bytemuck::cast_mut(&mut block.qs);
             for (xs, qs) in xb.chunks_exact(V::N).zip(qs.chunks_exact_mut(V::N)) {
-                V::store_u8(round_half_away(V::load(xs).mul(id)).c_int(), qs);
+                V::store_u8(round_half_away_int(V::load(xs).mul(id)), qs);
             }
         }
     }

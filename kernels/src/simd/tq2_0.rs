@@ -1,6 +1,6 @@
 //! tq2_0 over elements: mirrors `scalar::tq2_0::quantize_row` (`quantize_row_tq2_0_ref`).
 
-use super::lanes::{Lanes, abs_max, round_half_away};
+use super::lanes::{Lanes, abs_max, round_half_away_int};
 use crate::blocks::BlockTq2_0;
 use crate::num::F16Le;
 
@@ -15,7 +15,7 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], y: &mut [BlockTq2_0]) {
         let id = V::splat(if d != 0.0 { 1.0 / d } else { 0.0 });
         block.d = F16Le::from_f32(d);
         for (xs, cs) in xb.chunks_exact(V::N).zip(codes.chunks_exact_mut(V::N)) {
-            V::store_int(round_half_away(V::load(xs).mul(id)).c_int(), cs);
+            V::store_int(round_half_away_int(V::load(xs).mul(id)), cs);
         }
         for (qs, cs) in block.qs.chunks_exact_mut(32).zip(codes.chunks_exact(128)) {
             for (m, q) in qs.iter_mut().enumerate() {

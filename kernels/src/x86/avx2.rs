@@ -97,11 +97,6 @@ impl Lanes for Avx2 {
         }
     }
     #[inline(always)]
-    fn trunc(self) -> Self {
-        // SAFETY: see the impl comment.
-        unsafe { Avx2(_mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(self.0)) }
-    }
-    #[inline(always)]
     fn round_even(self) -> Self {
         // SAFETY: see the impl comment.
         unsafe {
@@ -251,5 +246,6 @@ mod tests {
     fn check() {
         crate::simd::lanes::checks::store_f16::<super::Avx2>();
         crate::simd::lanes::checks::load_f16::<super::Avx2>();
+        crate::simd::lanes::checks::round_half_away_int::<super::Avx2>();
     }
 }

@@ -83,15 +83,6 @@ impl Lanes for Avx512 {
         unsafe { _mm512_reduce_max_ps(self.0) }
     }
     #[inline(always)]
-    fn trunc(self) -> Self {
-        // SAFETY: see the impl comment.
-        unsafe {
-            Avx512(_mm512_roundscale_ps::<
-                { _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC },
-            >(self.0))
-        }
-    }
-    #[inline(always)]
     fn round_even(self) -> Self {
         // SAFETY: see the impl comment.
         unsafe {
@@ -224,6 +215,7 @@ mod tests {
     fn check() {
         crate::simd::lanes::checks::store_f16::<super::Avx512>();
         crate::simd::lanes::checks::load_f16::<super::Avx512>();
+        crate::simd::lanes::checks::round_half_away_int::<super::Avx512>();
         crate::simd::lanes::checks::load_f16::<crate::simd::lanes::Pair<super::Avx512>>();
     }
 }

@@ -201,10 +201,10 @@ fn search_sums<
     (sum_l, sum_l2, sum_xl)
 }
 
-/// The scale `make_qx_quants(16, nmax, x, L, 1, qw)` returns, for 16 values per lane;
-/// `w` holds the importance weights, or `None` for the `x²` weights of `rmse_type` 1.
+/// The largest magnitude of each lane's values and the first value that has it (C's
+/// `if (ax > amax) { amax = ax; max = x[i]; }` from 0).
 #[inline(always)]
-pub(crate) fn qx_scale<V: Lanes>(x: &[V; 16], w: Option<&[V; 16]>, nmax: i32) -> V {
+fn signed_abs_max<V: Lanes, const N: usize>(x: &[V; N]) -> (V, V) {
     let zero = V::splat(0.0);
     let mut amax = zero;
     let mut max = zero;
@@ -214,6 +214,33 @@ pub(crate) fn qx_scale<V: Lanes>(x: &[V; 16], w: Option<&[V; 16]>, nmax: i32) ->
         amax = V::select(bigger, ax, amax);
         max = V::select(bigger, xi, max);
     }
+    (amax, max)
+}
+
+/// The importance weights `qw[i] * sqrt(sigma2 + x[i]*x[i])` of each lane's sub-block
+/// (`sigma2` per lane) and their sum in order, as the scalar `importance_weights` and
+/// `sum`.
+#[inline(always)]
+pub(crate) fn importance_weights<V: Lanes, const N: usize>(
+    x: &[V; N],
+    qw: &[V; N],
+    sigma2: V,
+) -> ([V; N], V) {
+    let mut w = [V::splat(0.0); N];
+    let mut sum_w = V::splat(0.0);
+    for i in 0..N {
+        w[i] = qw[i].mul(sigma2.add(x[i].mul(x[i])).sqrt());
+        sum_w = sum_w.add(w[i]);
+    }
+    (w, sum_w)
+}
+
+/// The scale `make_qx_quants(16, nmax, x, L, 1, qw)` returns, for 16 values per lane;
+/// `w` holds the importance weights, or `None` for the `x²` weights of `rmse_type` 1.
+#[inline(always)]
+pub(crate) fn qx_scale<V: Lanes>(x: &[V; 16], w: Option<&[V; 16]>, nmax: i32) -> V {
+    let zero = V::splat(0.0);
+    let (amax, max) = signed_abs_max(x);
     let all_zero = amax.lt(V::splat(crate::scalar::kquant::GROUP_MAX_EPS));
     let mut weight = [zero; 16];
     let mut wx = [zero; 16];
@@ -269,14 +296,7 @@ fn qx_fit<V: Lanes>(x: &[V; 16], w: &[V; 16], wx: &[V; 16], iscale: V, nmax: i32
 pub(crate) fn q3_scale<V: Lanes>(x: &[V; 16], nmax: i32) -> V {
     let zero = V::splat(0.0);
     let one = V::splat(1.0);
-    let mut amax = zero;
-    let mut max = zero;
-    for &xi in x {
-        let ax = xi.abs();
-        let bigger = ax.gt(amax);
-        amax = V::select(bigger, ax, amax);
-        max = V::select(bigger, xi, max);
-    }
+    let (amax, max) = signed_abs_max(x);
     let all_zero = amax.lt(V::splat(crate::scalar::kquant::GROUP_MAX_EPS));
     let iscale = V::splat(-(nmax as f32)).div(max);
     let mut w = [zero; 16];

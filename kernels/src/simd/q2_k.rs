@@ -4,7 +4,7 @@
 //! scalar code itself; the final re-rounding over elements. Mirrors
 //! `scalar::q2_k::quantize_row`.
 
-use super::kquant::{Level, qkx_search};
+use super::kquant::{Level, importance_weights, qkx_search};
 use super::lanes::{Lanes, MAX_LANES, Pair, transpose16};
 use super::scale_min::{requantize_with_min, super_block_sigma2};
 use crate::blocks::{BlockQ2K, QK_K};
@@ -93,25 +93,19 @@ fn search_group<V: Lanes>(
 ) -> usize {
     let mut lane_buf = [0.0f32; MAX_LANES];
     let xt: [V; 16] = transpose16(&x[g * 16..], count);
-    let zero = V::splat(0.0);
-    let mut w = [zero; 16];
     let (scale, min) = match (qw, sigma2) {
         (Some(qw), Some(sigma2)) => {
             let wq: [V; 16] = transpose16(&qw[g * 16..], count);
             for (lane, s) in lane_buf.iter_mut().enumerate().take(count) {
                 *s = sigma2[(g + lane) / SUB];
             }
-            let s2 = V::load(&lane_buf);
-            let mut sum_w = zero;
-            for i in 0..16 {
-                w[i] = wq[i].mul(s2.add(xt[i].mul(xt[i])).sqrt());
-                sum_w = sum_w.add(w[i]);
-            }
+            let (w, sum_w) = importance_weights(&xt, &wq, V::load(&lane_buf));
             sum_w.store(&mut lane_buf);
             out[2][g..g + count].copy_from_slice(&lane_buf[..count]);
             qkx_search::<V, 16, false>(&xt, &w, 3, (-0.9, 0.05, 36), Level::Qkx3)
         }
         _ => {
+            let mut w = [V::splat(0.0); 16];
             for i in 0..16 {
                 w[i] = xt[i].abs();
             }

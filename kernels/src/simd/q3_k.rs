@@ -3,7 +3,7 @@
 //! ([`super::kquant::qx_scale`]) in lanes; the 6-bit scales of a super-block in the scalar
 //! code itself; the final re-rounding over elements. Mirrors `scalar::q3_k::quantize_row`.
 
-use super::kquant::{q3_scale, qx_scale};
+use super::kquant::{importance_weights, q3_scale, qx_scale};
 use super::lanes::{Lanes, MAX_LANES, Pair, transpose16};
 use super::q6_k::requantize_symmetric;
 use super::scale_min::super_block_sigma2;
@@ -81,18 +81,11 @@ fn search_group<V: Lanes>(
     let xt: [V; 16] = transpose16(&x[g * 16..], count);
     let scale = match (qw, sigma2) {
         (Some(qw), Some(sigma2)) => {
-            let zero = V::splat(0.0);
             let wq: [V; 16] = transpose16(&qw[g * 16..], count);
             for (lane, s) in lane_buf.iter_mut().enumerate().take(count) {
                 *s = sigma2[(g + lane) / SUB];
             }
-            let s2 = V::load(&lane_buf);
-            let mut w = [zero; 16];
-            let mut sum_w = zero;
-            for i in 0..16 {
-                w[i] = wq[i].mul(s2.add(xt[i].mul(xt[i])).sqrt());
-                sum_w = sum_w.add(w[i]);
-            }
+            let (w, sum_w) = importance_weights(&xt, &wq, V::load(&lane_buf));
             sum_w.store(&mut lane_buf);
             sw[g..g + count].copy_from_slice(&lane_buf[..count]);
             qx_scale(&xt, Some(&w), 4)

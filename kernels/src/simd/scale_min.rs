@@ -4,7 +4,7 @@
 //! scalar code itself (`choose_scale_min_codes`); the final re-rounding runs over
 //! elements. Mirrors `scalar::kquant::quantize_scale_min_super_block`.
 
-use super::kquant::{Level, qkx_search};
+use super::kquant::{Level, importance_weights, qkx_search};
 use super::lanes::{Lanes, MAX_LANES, Pair, from_fn, transpose32};
 use crate::blocks::QK_K;
 use crate::scalar::kquant::{
@@ -118,12 +118,7 @@ fn search_group<V: Lanes>(
         (Some(qw), Some(sigma2)) => {
             let wq: [V; 32] = transpose32(&qw[g * 32..], count);
             let s2: V = from_fn(|lane| sigma2.get((g + lane) / 8).copied().unwrap_or(0.0));
-            let mut w = [zero; 32];
-            let mut sum_w = zero;
-            for i in 0..32 {
-                w[i] = wq[i].mul(s2.add(xt[i].mul(xt[i])).sqrt());
-                sum_w = sum_w.add(w[i]);
-            }
+            let (w, sum_w) = importance_weights(&xt, &wq, s2);
             sum_w.store(&mut lane_buf);
             sw[g..g + count].copy_from_slice(&lane_buf[..count]);
             qkx_search::<V, 32, false>(&xt, &w, format.nmax, (-0.9, 0.05, 36), Level::Qkx3)

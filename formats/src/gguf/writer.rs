@@ -247,29 +247,22 @@ fn write_all_at(file: &std::fs::File, buf: &[u8], offset: u64) -> std::io::Resul
     f.write_all(buf)
 }
 
-/// Direct I/O (`O_DIRECT`) of whole blocks, from the data itself when its memory is
-/// block-aligned (the write buffers are), else through an aligned buffer.
+/// Direct I/O (`O_DIRECT`) of whole blocks, straight from the write buffers (whose memory
+/// is block-aligned).
 #[cfg(target_os = "linux")]
 mod direct {
-    use std::alloc::{Layout, alloc, dealloc};
     use std::fs::{File, OpenOptions};
     use std::os::unix::fs::{FileExt, OpenOptionsExt};
     use std::path::Path;
 
     /// Alignment of memory, offsets and lengths (a multiple of every common logical
     /// block size).
-    const BLOCK: usize = 4096;
-    /// Bytes copied into the aligned buffer and written at a time.
-    const CHUNK: usize = 1 << 20;
+    const BLOCK: usize = super::BUFFER_ALIGN;
 
-    /// A second handle on the file, opened for direct writes, and its aligned buffer.
+    /// A second handle on the file, opened for direct writes.
     pub(super) struct DirectFile {
         file: File,
-        buf: *mut u8,
     }
-
-    // SAFETY: the buffer is owned by the value and only used through `&mut self`.
-    unsafe impl Send for DirectFile {}
 
     impl DirectFile {
         /// `None` when the filesystem refuses direct I/O (tmpfs, some network ones).
@@ -279,43 +272,24 @@ mod direct {
                 .custom_flags(libc::O_DIRECT)
                 .open(path)
                 .ok()?;
-            let layout = Layout::from_size_align(CHUNK, BLOCK).ok()?;
-            // SAFETY: a non-zero-sized layout.
-            let buf = unsafe { alloc(layout) };
-            (!buf.is_null()).then_some(DirectFile { file, buf })
+            Some(DirectFile { file })
         }
 
-        /// Writes the whole blocks at the start of `data` (none unless `offset` is
-        /// block-aligned) to `offset`; returns how many bytes that was.
+        /// Writes the whole blocks at the start of `data` to `offset`; returns how many
+        /// bytes that was (none unless `offset` and `data`'s memory are block-aligned).
         pub(super) fn write_blocks_at(
             &mut self,
             data: &[u8],
             offset: u64,
         ) -> std::io::Result<usize> {
-            if !offset.is_multiple_of(BLOCK as u64) {
+            if !offset.is_multiple_of(BLOCK as u64)
+                || !(data.as_ptr() as usize).is_multiple_of(BLOCK)
+            {
                 return Ok(0);
             }
             let whole = data.len() / BLOCK * BLOCK;
-            if (data.as_ptr() as usize).is_multiple_of(BLOCK) {
-                self.file.write_all_at(&data[..whole], offset)?;
-                return Ok(whole);
-            }
-            // SAFETY: `buf` points to CHUNK bytes owned by `self`, borrowed mutably here.
-            let buf = unsafe { std::slice::from_raw_parts_mut(self.buf, CHUNK) };
-            let mut at = offset;
-            for piece in data[..whole].chunks(CHUNK) {
-                buf[..piece.len()].copy_from_slice(piece);
-                self.file.write_all_at(&buf[..piece.len()], at)?;
-                at += piece.len() as u64;
-            }
+            self.file.write_all_at(&data[..whole], offset)?;
             Ok(whole)
-        }
-    }
-
-    impl Drop for DirectFile {
-        fn drop(&mut self) {
-            // SAFETY: allocated in `open` with this layout.
-            unsafe { dealloc(self.buf, Layout::from_size_align_unchecked(CHUNK, BLOCK)) }
         }
     }
 }

@@ -4,7 +4,39 @@
 //! masks. Only the scales come out; the rare sub-blocks whose search codes are kept
 //! (a zero stored scale) get them from the scalar search, which is the same computation.
 
-use super::lanes::Lanes;
+use super::lanes::{Lanes, MAX_LANES, Pair};
+
+/// A search over a row's sub-blocks, one sub-block per lane, run a group at a time.
+pub(crate) trait SubBlockSearch {
+    /// Searches sub-blocks `g..g + count` (`count <= W::N`) with the lanes of `W`.
+    fn group<W: Lanes>(&mut self, g: usize, count: usize);
+}
+
+/// Runs `search` over sub-blocks `0..n`: groups of `Pair<V>::N` (two vectors per step, so
+/// that the serial per-lane sums overlap), the rest in groups of at most `V::N`.
+#[inline(always)]
+pub(crate) fn search_sub_blocks<V: Lanes>(n: usize, search: &mut impl SubBlockSearch) {
+    let mut g = 0;
+    while g < n {
+        let count = if n - g >= Pair::<V>::N {
+            search.group::<Pair<V>>(g, Pair::<V>::N);
+            Pair::<V>::N
+        } else {
+            let count = V::N.min(n - g);
+            search.group::<V>(g, count);
+            count
+        };
+        g += count;
+    }
+}
+
+/// The first `out.len()` lanes of `v` into `out`.
+#[inline(always)]
+pub(crate) fn store_lanes<V: Lanes>(v: V, out: &mut [f32]) {
+    let mut buf = [0.0f32; MAX_LANES];
+    v.store(&mut buf);
+    out.copy_from_slice(&buf[..out.len()]);
+}
 
 /// How a trial scale turns into a code during the search (see the scalar `level_qkx2` /
 /// `level_qkx3`).

@@ -4,8 +4,10 @@
 //! scalar code itself; the final re-rounding over elements. Mirrors
 //! `scalar::q2_k::quantize_row`.
 
-use super::kquant::{Level, importance_weights, qkx_search};
-use super::lanes::{Lanes, MAX_LANES, Pair, transpose16};
+use super::kquant::{
+    Level, SubBlockSearch, importance_weights, qkx_search, search_sub_blocks, store_lanes,
+};
+use super::lanes::{Lanes, from_fn, transpose16};
 use super::scale_min::{requantize_with_min, super_block_sigma2};
 use crate::blocks::{BlockQ2K, QK_K};
 use crate::scalar::kquant::pack_2bit;
@@ -17,38 +19,19 @@ use crate::scalar::q2_k::{
 #[inline(always)]
 pub(crate) fn quantize_row<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [BlockQ2K]) {
     let nsub = x.len() / 16;
-    // Not `Option::map`: a closure would not inline the lane operations (see lanes.rs).
-    #[allow(clippy::manual_map)]
-    let sigma2 = match qw {
-        Some(_) => Some(super_block_sigma2::<V>(x, 1.0)),
-        None => None,
+    let sigma2 = super_block_sigma2::<V>(x, qw, 1.0);
+    let mut search = Search {
+        x,
+        qw,
+        sigma2: sigma2.as_deref(),
+        scales: vec![0.0f32; nsub],
+        mins: vec![0.0f32; nsub],
+        sw: vec![0.0f32; nsub],
     };
-    let mut scales = vec![0.0f32; nsub];
-    let mut mins = vec![0.0f32; nsub];
-    let mut sw = vec![0.0f32; nsub];
-    let mut g = 0;
-    while g < nsub {
-        let left = nsub - g;
-        g += if left >= Pair::<V>::N {
-            search_group::<Pair<V>>(
-                x,
-                qw,
-                sigma2.as_deref(),
-                g,
-                Pair::<V>::N,
-                [&mut scales, &mut mins, &mut sw],
-            )
-        } else {
-            search_group::<V>(
-                x,
-                qw,
-                sigma2.as_deref(),
-                g,
-                V::N.min(left),
-                [&mut scales, &mut mins, &mut sw],
-            )
-        };
-    }
+    search_sub_blocks::<V>(nsub, &mut search);
+    let Search {
+        scales, mins, sw, ..
+    } = search;
     for (b, (xb, block)) in x.chunks_exact(QK_K).zip(y.iter_mut()).enumerate() {
         let of = |v: &[f32]| -> [f32; SUB] { v[SUB * b..SUB * (b + 1)].try_into().unwrap() };
         match (qw, sigma2.as_ref()) {
@@ -80,41 +63,38 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [Blo
     }
 }
 
-/// The searches of sub-blocks `g..g + count` (`count <= V::N`), one per lane; writes
-/// their scales, mins and (weighted path) weight sums into `out`. Returns `count`.
-#[inline(always)]
-fn search_group<V: Lanes>(
-    x: &[f32],
-    qw: Option<&[f32]>,
-    sigma2: Option<&[f32]>,
-    g: usize,
-    count: usize,
-    out: [&mut [f32]; 3],
-) -> usize {
-    let mut lane_buf = [0.0f32; MAX_LANES];
-    let xt: [V; 16] = transpose16(&x[g * 16..], count);
-    let (scale, min) = match (qw, sigma2) {
-        (Some(qw), Some(sigma2)) => {
-            let wq: [V; 16] = transpose16(&qw[g * 16..], count);
-            for (lane, s) in lane_buf.iter_mut().enumerate().take(count) {
-                *s = sigma2[(g + lane) / SUB];
+/// The searches of a row's 16-value sub-blocks: their scales, mins and (weighted path)
+/// weight sums.
+struct Search<'a> {
+    x: &'a [f32],
+    qw: Option<&'a [f32]>,
+    sigma2: Option<&'a [f32]>,
+    scales: Vec<f32>,
+    mins: Vec<f32>,
+    sw: Vec<f32>,
+}
+
+impl SubBlockSearch for Search<'_> {
+    #[inline(always)]
+    fn group<V: Lanes>(&mut self, g: usize, count: usize) {
+        let xt: [V; 16] = transpose16(&self.x[g * 16..], count);
+        let (scale, min) = match (self.qw, self.sigma2) {
+            (Some(qw), Some(sigma2)) => {
+                let wq: [V; 16] = transpose16(&qw[g * 16..], count);
+                let s2: V = from_fn(|lane| sigma2.get((g + lane) / SUB).copied().unwrap_or(0.0));
+                let (w, sum_w) = importance_weights(&xt, &wq, s2);
+                store_lanes(sum_w, &mut self.sw[g..g + count]);
+                qkx_search::<V, 16, false>(&xt, &w, 3, (-0.9, 0.05, 36), Level::Qkx3)
             }
-            let (w, sum_w) = importance_weights(&xt, &wq, V::load(&lane_buf));
-            sum_w.store(&mut lane_buf);
-            out[2][g..g + count].copy_from_slice(&lane_buf[..count]);
-            qkx_search::<V, 16, false>(&xt, &w, 3, (-0.9, 0.05, 36), Level::Qkx3)
-        }
-        _ => {
-            let mut w = [V::splat(0.0); 16];
-            for i in 0..16 {
-                w[i] = xt[i].abs();
+            _ => {
+                let mut w = [V::splat(0.0); 16];
+                for i in 0..16 {
+                    w[i] = xt[i].abs();
+                }
+                qkx_search::<V, 16, true>(&xt, &w, 3, (-0.5, 0.1, 15), Level::Qkx2)
             }
-            qkx_search::<V, 16, true>(&xt, &w, 3, (-0.5, 0.1, 15), Level::Qkx2)
-        }
-    };
-    scale.store(&mut lane_buf);
-    out[0][g..g + count].copy_from_slice(&lane_buf[..count]);
-    min.store(&mut lane_buf);
-    out[1][g..g + count].copy_from_slice(&lane_buf[..count]);
-    count
+        };
+        store_lanes(scale, &mut self.scales[g..g + count]);
+        store_lanes(min, &mut self.mins[g..g + count]);
+    }
 }

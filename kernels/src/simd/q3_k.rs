@@ -3,8 +3,10 @@
 //! ([`super::kquant::qx_scale`]) in lanes; the 6-bit scales of a super-block in the scalar
 //! code itself; the final re-rounding over elements. Mirrors `scalar::q3_k::quantize_row`.
 
-use super::kquant::{importance_weights, q3_scale, qx_scale};
-use super::lanes::{Lanes, MAX_LANES, Pair, transpose16};
+use super::kquant::{
+    SubBlockSearch, importance_weights, q3_scale, qx_scale, search_sub_blocks, store_lanes,
+};
+use super::lanes::{Lanes, from_fn, transpose16};
 use super::q6_k::requantize_symmetric;
 use super::scale_min::super_block_sigma2;
 use crate::blocks::{BlockQ3K, QK_K};
@@ -17,25 +19,16 @@ use crate::scalar::q3_k::{
 #[inline(always)]
 pub(crate) fn quantize_row<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [BlockQ3K]) {
     let nsub = x.len() / 16;
-    // Not `Option::map`: a closure would not inline the lane operations (see lanes.rs).
-    #[allow(clippy::manual_map)]
-    let sigma2 = match qw {
-        Some(_) => Some(super_block_sigma2::<V>(x, 2.0)),
-        None => None,
+    let sigma2 = super_block_sigma2::<V>(x, qw, 2.0);
+    let mut search = Search {
+        x,
+        qw,
+        sigma2: sigma2.as_deref(),
+        scales: vec![0.0f32; nsub],
+        sw: vec![0.0f32; nsub],
     };
-    let mut scales = vec![0.0f32; nsub];
-    let mut sw = vec![0.0f32; nsub];
-    let mut g = 0;
-    while g < nsub {
-        let left = nsub - g;
-        g += if left >= Pair::<V>::N {
-            let count = Pair::<V>::N;
-            search_group::<Pair<V>>(x, qw, sigma2.as_deref(), g, count, &mut scales, &mut sw)
-        } else {
-            let count = V::N.min(left);
-            search_group::<V>(x, qw, sigma2.as_deref(), g, count, &mut scales, &mut sw)
-        };
-    }
+    search_sub_blocks::<V>(nsub, &mut search);
+    let Search { scales, sw, .. } = search;
     for (b, (xb, block)) in x.chunks_exact(QK_K).zip(y.iter_mut()).enumerate() {
         let of = |v: &[f32]| -> [f32; SUB] { v[SUB * b..SUB * (b + 1)].try_into().unwrap() };
         match (qw, sigma2.as_ref()) {
@@ -65,34 +58,30 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [Blo
     }
 }
 
-/// The scales of sub-blocks `g..g + count` (`count <= V::N`), one per lane, and (weighted
-/// path) their weight sums. Returns `count`.
-#[inline(always)]
-fn search_group<V: Lanes>(
-    x: &[f32],
-    qw: Option<&[f32]>,
-    sigma2: Option<&[f32]>,
-    g: usize,
-    count: usize,
-    scales: &mut [f32],
-    sw: &mut [f32],
-) -> usize {
-    let mut lane_buf = [0.0f32; MAX_LANES];
-    let xt: [V; 16] = transpose16(&x[g * 16..], count);
-    let scale = match (qw, sigma2) {
-        (Some(qw), Some(sigma2)) => {
-            let wq: [V; 16] = transpose16(&qw[g * 16..], count);
-            for (lane, s) in lane_buf.iter_mut().enumerate().take(count) {
-                *s = sigma2[(g + lane) / SUB];
+/// The searches of a row's 16-value sub-blocks: their scales and (weighted path) weight
+/// sums.
+struct Search<'a> {
+    x: &'a [f32],
+    qw: Option<&'a [f32]>,
+    sigma2: Option<&'a [f32]>,
+    scales: Vec<f32>,
+    sw: Vec<f32>,
+}
+
+impl SubBlockSearch for Search<'_> {
+    #[inline(always)]
+    fn group<V: Lanes>(&mut self, g: usize, count: usize) {
+        let xt: [V; 16] = transpose16(&self.x[g * 16..], count);
+        let scale = match (self.qw, self.sigma2) {
+            (Some(qw), Some(sigma2)) => {
+                let wq: [V; 16] = transpose16(&qw[g * 16..], count);
+                let s2: V = from_fn(|lane| sigma2.get((g + lane) / SUB).copied().unwrap_or(0.0));
+                let (w, sum_w) = importance_weights(&xt, &wq, s2);
+                store_lanes(sum_w, &mut self.sw[g..g + count]);
+                qx_scale(&xt, Some(&w), 4)
             }
-            let (w, sum_w) = importance_weights(&xt, &wq, V::load(&lane_buf));
-            sum_w.store(&mut lane_buf);
-            sw[g..g + count].copy_from_slice(&lane_buf[..count]);
-            qx_scale(&xt, Some(&w), 4)
-        }
-        _ => q3_scale(&xt, 4),
-    };
-    scale.store(&mut lane_buf);
-    scales[g..g + count].copy_from_slice(&lane_buf[..count]);
-    count
+            _ => q3_scale(&xt, 4),
+        };
+        store_lanes(scale, &mut self.scales[g..g + count]);
+    }
 }

@@ -2,8 +2,8 @@
 //! ([`super::kquant::qx_scale`]), the super-block scale in scalar code, the final
 //! re-rounding over elements. Mirrors `scalar::q6_k::quantize_row`.
 
-use super::kquant::qx_scale;
-use super::lanes::{Lanes, MAX_LANES, Pair, transpose16};
+use super::kquant::{SubBlockSearch, qx_scale, search_sub_blocks, store_lanes};
+use super::lanes::{Lanes, transpose16};
 use crate::blocks::{BlockQ6K, QK_K};
 use crate::num::{F16Le, nearest_int};
 use crate::scalar::kquant::{GROUP_MAX_EPS, make_qx_quants};
@@ -14,16 +14,13 @@ use bytemuck::Zeroable;
 #[inline(always)]
 pub(crate) fn quantize_row<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [BlockQ6K]) {
     let nsub = x.len() / 16;
-    let mut scales = vec![0.0f32; nsub];
-    let mut g = 0;
-    while g < nsub {
-        let left = nsub - g;
-        g += if left >= Pair::<V>::N {
-            search_group::<Pair<V>>(x, qw, g, Pair::<V>::N, &mut scales)
-        } else {
-            search_group::<V>(x, qw, g, V::N.min(left), &mut scales)
-        };
-    }
+    let mut search = Search {
+        x,
+        qw,
+        scales: vec![0.0f32; nsub],
+    };
+    search_sub_blocks::<V>(nsub, &mut search);
+    let scales = search.scales;
     for (b, (xb, block)) in x.chunks_exact(QK_K).zip(y.iter_mut()).enumerate() {
         let sc = &scales[16 * b..16 * b + 16];
         let mut max_abs_scale = 0.0f32;
@@ -59,26 +56,28 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [Blo
     }
 }
 
-/// The `make_qx_quants` scales of sub-blocks `g..g + count`, one per lane. Returns `count`.
-#[inline(always)]
-fn search_group<V: Lanes>(
-    x: &[f32],
-    qw: Option<&[f32]>,
-    g: usize,
-    count: usize,
-    scales: &mut [f32],
-) -> usize {
-    let mut buf = [0.0f32; MAX_LANES];
-    let xt: [V; 16] = transpose16(&x[g * 16..], count);
-    // Not `Option::map`: a closure would not inline the lane operations (see lanes.rs).
-    #[allow(clippy::manual_map)]
-    let wt: Option<[V; 16]> = match qw {
-        Some(qw) => Some(transpose16(&qw[g * 16..], count)),
-        None => None,
-    };
-    qx_scale(&xt, wt.as_ref(), 32).store(&mut buf);
-    scales[g..g + count].copy_from_slice(&buf[..count]);
-    count
+/// The `make_qx_quants` search of a row's 16-value sub-blocks: their scales.
+struct Search<'a> {
+    x: &'a [f32],
+    qw: Option<&'a [f32]>,
+    scales: Vec<f32>,
+}
+
+impl SubBlockSearch for Search<'_> {
+    #[inline(always)]
+    fn group<V: Lanes>(&mut self, g: usize, count: usize) {
+        let xt: [V; 16] = transpose16(&self.x[g * 16..], count);
+        // Not `Option::map`: a closure would not inline the lane operations (see lanes.rs).
+        #[allow(clippy::manual_map)]
+        let wt: Option<[V; 16]> = match self.qw {
+            Some(qw) => Some(transpose16(&qw[g * 16..], count)),
+            None => None,
+        };
+        store_lanes(
+            qx_scale(&xt, wt.as_ref(), 32),
+            &mut self.scales[g..g + count],
+        );
+    }
 }
 
 /// `l = clamp(nearest_int(x / d), -nmax, nmax - 1) + nmax` over a sub-block of 16.

@@ -4,8 +4,10 @@
 //! scalar code itself (`choose_scale_min_codes`); the final re-rounding runs over
 //! elements. Mirrors `scalar::kquant::quantize_scale_min_super_block`.
 
-use super::kquant::{Level, importance_weights, qkx_search};
-use super::lanes::{Lanes, MAX_LANES, Pair, from_fn, transpose32};
+use super::kquant::{
+    Level, SubBlockSearch, importance_weights, qkx_search, search_sub_blocks, store_lanes,
+};
+use super::lanes::{Lanes, from_fn, transpose32};
 use crate::blocks::QK_K;
 use crate::scalar::kquant::{
     ScaleMinFormat, ScaleMinSuperBlock, choose_scale_min_codes, get_scale_min_k4, search_sub_block,
@@ -21,47 +23,20 @@ pub(crate) fn quantize_row<V: Lanes>(
     mut emit: impl FnMut(usize, ScaleMinSuperBlock),
 ) {
     let nb = x.len() / QK_K;
-    let nsub = nb * 8;
-    // Not `Option::map`: a closure would not inline the lane operations (see lanes.rs).
-    #[allow(clippy::manual_map)]
-    let sigma2 = match qw {
-        Some(_) => Some(super_block_sigma2::<V>(x, 2.0)),
-        None => None,
+    let sigma2 = super_block_sigma2::<V>(x, qw, 2.0);
+    let mut search = Search {
+        x,
+        qw,
+        sigma2: sigma2.as_deref(),
+        format,
+        scales: vec![0.0f32; nb * 8],
+        mins: vec![0.0f32; nb * 8],
+        sw: vec![0.0f32; nb * 8],
     };
-    let mut scales = vec![0.0f32; nsub];
-    let mut mins = vec![0.0f32; nsub];
-    let mut sw = vec![0.0f32; nsub];
-    // Groups of 2N sub-blocks run as `Pair<V>` (latency hidden), the rest as `V`.
-    let mut g = 0;
-    while g < nsub {
-        let left = nsub - g;
-        let count = if left >= Pair::<V>::N {
-            search_group::<Pair<V>>(
-                x,
-                qw,
-                sigma2.as_deref(),
-                format,
-                g,
-                Pair::<V>::N,
-                &mut scales,
-                &mut mins,
-                &mut sw,
-            )
-        } else {
-            search_group::<V>(
-                x,
-                qw,
-                sigma2.as_deref(),
-                format,
-                g,
-                V::N.min(left),
-                &mut scales,
-                &mut mins,
-                &mut sw,
-            )
-        };
-        g += count;
-    }
+    search_sub_blocks::<V>(nb * 8, &mut search);
+    let Search {
+        scales, mins, sw, ..
+    } = search;
     for b in 0..nb {
         let sub = |v: &[f32]| -> [f32; 8] { v[8 * b..8 * b + 8].try_into().unwrap() };
         let sw_b = sub(&sw);
@@ -96,61 +71,62 @@ pub(crate) fn quantize_row<V: Lanes>(
     }
 }
 
-/// The scale search of sub-blocks `g..g + count` (`count <= V::N`), one per lane; writes
-/// their scales, mins and (weighted path) weight sums. Returns `count`.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn search_group<V: Lanes>(
-    x: &[f32],
-    qw: Option<&[f32]>,
-    sigma2: Option<&[f32]>,
-    format: &ScaleMinFormat,
-    g: usize,
-    count: usize,
-    scales: &mut [f32],
-    mins: &mut [f32],
-    sw: &mut [f32],
-) -> usize {
-    let mut lane_buf = [0.0f32; MAX_LANES];
-    let xt: [V; 32] = transpose32(&x[g * 32..], count);
-    let zero = V::splat(0.0);
-    let (scale, min) = match (qw, sigma2) {
-        (Some(qw), Some(sigma2)) => {
-            let wq: [V; 32] = transpose32(&qw[g * 32..], count);
-            let s2: V = from_fn(|lane| sigma2.get((g + lane) / 8).copied().unwrap_or(0.0));
-            let (w, sum_w) = importance_weights(&xt, &wq, s2);
-            sum_w.store(&mut lane_buf);
-            sw[g..g + count].copy_from_slice(&lane_buf[..count]);
-            qkx_search::<V, 32, false>(&xt, &w, format.nmax, (-0.9, 0.05, 36), Level::Qkx3)
-        }
-        _ => {
-            let mut ss = zero;
-            for xi in &xt {
-                ss = ss.add(xi.mul(*xi));
+/// The scale search of a row's 32-value sub-blocks: their scales, mins and (weighted
+/// path) weight sums.
+struct Search<'a> {
+    x: &'a [f32],
+    qw: Option<&'a [f32]>,
+    sigma2: Option<&'a [f32]>,
+    format: &'a ScaleMinFormat,
+    scales: Vec<f32>,
+    mins: Vec<f32>,
+    sw: Vec<f32>,
+}
+
+impl SubBlockSearch for Search<'_> {
+    #[inline(always)]
+    fn group<V: Lanes>(&mut self, g: usize, count: usize) {
+        let xt: [V; 32] = transpose32(&self.x[g * 32..], count);
+        let zero = V::splat(0.0);
+        let format = self.format;
+        let (scale, min) = match (self.qw, self.sigma2) {
+            (Some(qw), Some(sigma2)) => {
+                let wq: [V; 32] = transpose32(&qw[g * 32..], count);
+                let s2: V = from_fn(|lane| sigma2.get((g + lane) / 8).copied().unwrap_or(0.0));
+                let (w, sum_w) = importance_weights(&xt, &wq, s2);
+                store_lanes(sum_w, &mut self.sw[g..g + count]);
+                qkx_search::<V, 32, false>(&xt, &w, format.nmax, (-0.9, 0.05, 36), Level::Qkx3)
             }
-            let av_x = ss.div(V::splat(32.0)).sqrt();
-            let mut w = [zero; 32];
-            for i in 0..32 {
-                w[i] = av_x.add(xt[i].abs());
+            _ => {
+                let mut ss = zero;
+                for xi in &xt {
+                    ss = ss.add(xi.mul(*xi));
+                }
+                let av_x = ss.div(V::splat(32.0)).sqrt();
+                let mut w = [zero; 32];
+                for i in 0..32 {
+                    w[i] = av_x.add(xt[i].abs());
+                }
+                qkx_search::<V, 32, false>(&xt, &w, format.nmax, format.ref_search, Level::Qkx2)
             }
-            qkx_search::<V, 32, false>(&xt, &w, format.nmax, format.ref_search, Level::Qkx2)
-        }
-    };
-    scale.store(&mut lane_buf);
-    scales[g..g + count].copy_from_slice(&lane_buf[..count]);
-    min.store(&mut lane_buf);
-    mins[g..g + count].copy_from_slice(&lane_buf[..count]);
-    count
+        };
+        store_lanes(scale, &mut self.scales[g..g + count]);
+        store_lanes(min, &mut self.mins[g..g + count]);
+    }
 }
 
 /// `factor * sum(x²) / 256` of every super-block of the row, one super-block per lane
 /// (each lane sums its 256 squares in order, as the scalar loop does; a factor of 1 leaves
-/// the sum as it is).
+/// the sum as it is), for the importance-matrix paths: `None` without importance values.
 #[inline(always)]
-pub(crate) fn super_block_sigma2<V: Lanes>(x: &[f32], factor: f32) -> Vec<f32> {
+pub(crate) fn super_block_sigma2<V: Lanes>(
+    x: &[f32],
+    qw: Option<&[f32]>,
+    factor: f32,
+) -> Option<Vec<f32>> {
+    qw?;
     let nb = x.len() / QK_K;
     let mut out = vec![0.0f32; nb];
-    let mut buf = [0.0f32; MAX_LANES];
     for g in (0..nb).step_by(V::N) {
         let count = V::N.min(nb - g);
         let mut acc = V::splat(0.0);
@@ -164,13 +140,10 @@ pub(crate) fn super_block_sigma2<V: Lanes>(x: &[f32], factor: f32) -> Vec<f32> {
             });
             acc = acc.add(v.mul(v));
         }
-        V::splat(factor)
-            .mul(acc)
-            .div(V::splat(QK_K as f32))
-            .store(&mut buf);
-        out[g..g + count].copy_from_slice(&buf[..count]);
+        let sigma2 = V::splat(factor).mul(acc).div(V::splat(QK_K as f32));
+        store_lanes(sigma2, &mut out[g..g + count]);
     }
-    out
+    Some(out)
 }
 
 /// `l = clamp(nearest_int((x + dm) / d), 0, nmax)` over a sub-block (a whole number of

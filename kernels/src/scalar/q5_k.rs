@@ -41,19 +41,13 @@ pub(crate) fn pack(sb: ScaleMinSuperBlock, block: &mut BlockQ5K) {
         .zip(block.qs.chunks_exact_mut(32))
         .enumerate()
     {
-        let (m1, m2) = (1u8 << (2 * n), 2u8 << (2 * n));
+        // A code above 15 has bit 4 set and keeps its low four bits (C: `l -= 16`); the
+        // bits go without branches.
+        let (s1, s2) = (2 * n as u32, 2 * n as u32 + 1);
         for (j, (q, qh)) in qs.iter_mut().zip(block.qh.iter_mut()).enumerate() {
-            let mut l1 = ls[j];
-            if l1 > 15 {
-                l1 -= 16;
-                *qh |= m1;
-            }
-            let mut l2 = ls[j + 32];
-            if l2 > 15 {
-                l2 -= 16;
-                *qh |= m2;
-            }
-            *q = l1 | (l2 << 4);
+            let (l1, l2) = (ls[j], ls[j + 32]);
+            *qh |= ((l1 >> 4) << s1) | ((l2 >> 4) << s2);
+            *q = (l1 & 15) | ((l2 & 15) << 4);
         }
     }
 }

@@ -179,6 +179,7 @@ simd_vs_scalar! {
     f16: F16, bf16: BF16, q4_0: Q4_0, q5_0: Q5_0, q2_k: Q2_K, q3_k: Q3_K, q4_k: Q4_K, q5_k: Q5_K,
     q6_k: Q6_K,
     q8_0: Q8_0,
+    q8_k: Q8_K,
     tq2_0: TQ2_0,
 }
 

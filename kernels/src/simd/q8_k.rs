@@ -1,0 +1,50 @@
+//! q8_K over elements: mirrors `scalar::q8_k::quantize_row` (`quantize_row_q8_K_ref`).
+//!
+//! A block's scale comes from the first value of largest magnitude; the absolute maximum
+//! is order-independent, and the first value that has it is found from the lane masks.
+//! The codes are then element-wise: `MIN(127, nearest_int(iscale * x))`.
+
+use super::lanes::{Lanes, abs_max};
+use crate::blocks::{BlockQ8K, QK_K};
+
+/// The first value of `xb` whose magnitude is `amax` (one of `xb`'s magnitudes): the
+/// value C's `if (ax > amax) { amax = ax; max = x[j]; }` scan ends with.
+#[inline(always)]
+fn first_with_magnitude<V: Lanes>(xb: &[f32], amax: f32) -> f32 {
+    let a = V::splat(amax);
+    for c in xb.chunks_exact(V::N) {
+        let hits = V::mask_bits(V::load(c).abs().eq(a));
+        if hits != 0 {
+            return c[hits.trailing_zeros() as usize];
+        }
+    }
+    // Not reached: `amax` is the magnitude of one of the values.
+    amax
+}
+
+/// `quantize_row_q8_K_ref` of whole blocks (finite values, as the codec checks first).
+/// An all-zero block gets `d = 0` and zero codes and keeps its `bsums`, as in ggml.
+#[inline(always)]
+pub(crate) fn quantize_row<V: Lanes>(x: &[f32], y: &mut [BlockQ8K]) {
+    for (xb, block) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
+        let amax = abs_max::<V>(xb);
+        if amax == 0.0 {
+            block.d = 0.0f32.to_le_bytes();
+            block.qs = [0; QK_K];
+            continue;
+        }
+        let iscale = -127.0 / first_with_magnitude::<V>(xb, amax);
+        let is = V::splat(iscale);
+        let qs: &mut [u8; QK_K] = bytemuck::cast_mut(&mut block.qs);
+        for (xs, qs) in xb.chunks_exact(V::N).zip(qs.chunks_exact_mut(V::N)) {
+            // |iscale * x| <= 127 for every value, where the magic-number rounding is exact.
+            let q = V::clamp_int(V::load(xs).mul(is).nearest_int(), i32::MIN, 127);
+            V::store_u8(q, qs);
+        }
+        for (sum, q16) in block.bsums.iter_mut().zip(block.qs.chunks_exact(16)) {
+            let s: i32 = q16.iter().map(|&q| i32::from(q)).sum();
+            *sum = (s as i16).to_le_bytes();
+        }
+        block.d = (1.0 / iscale).to_le_bytes();
+    }
+}

@@ -18,7 +18,9 @@ fn settings() -> (usize, Vec<GgmlType>) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(64);
     let types = std::env::var("QF_BENCH_TYPES")
-        .unwrap_or_else(|_| "q4_0,q5_0,q8_0,q8_K,q2_K,q3_K,q4_K,q5_K,q6_K,tq2_0".into())
+        .unwrap_or_else(|_| {
+            "q4_0,q5_0,q8_0,q8_K,q2_K,q3_K,q4_K,q5_K,q6_K,tq2_0,iq4_nl,iq4_xs".into()
+        })
         .split(',')
         .map(|t| GgmlType::from_name(t.trim()).expect("a known type"))
         .collect();

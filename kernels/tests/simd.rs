@@ -181,6 +181,8 @@ simd_vs_scalar! {
     q8_0: Q8_0,
     q8_k: Q8_K,
     tq2_0: TQ2_0,
+    iq4_nl: IQ4_NL,
+    iq4_xs: IQ4_XS,
 }
 
 /// `QUANTFORGE_ISA` caps the choice: with it unset, the best codec is the widest ISA this
@@ -196,7 +198,7 @@ fn best_codec_uses_the_widest_supported_isa() {
         .find(|i| i.is_supported())
         .unwrap_or(Isa::Scalar);
     assert_eq!(Codec::best(GgmlType::Q4_K).isa(), widest);
-    assert_eq!(Codec::best(GgmlType::IQ4_XS).isa(), Isa::Scalar);
+    assert_eq!(Codec::best(GgmlType::IQ2_XXS).isa(), Isa::Scalar);
 }
 
 /// The parallel entry points give the sequential bytes for any thread count.

@@ -44,7 +44,7 @@ fn best_index_int8(val: &[i8], x: f32) -> usize {
 }
 
 /// What [`quantize_impl`] stores besides the packed indices.
-pub(super) struct Iq4Scales {
+pub(crate) struct Iq4Scales {
     /// The (super-)block scale.
     pub d: F16Le,
     /// High 2 bits of the 6-bit sub-block scales (iq4_xs only; 0 for a single block).
@@ -59,7 +59,6 @@ pub(super) struct Iq4Scales {
 /// (`x.len() / 2` bytes: per 32 weights, element `j` in the low nibble of byte `j` and
 /// element `j + 16` in its high nibble).
 pub(super) fn quantize_impl(x: &[f32], qw: Option<&[f32]>, q4: &mut [u8]) -> Iq4Scales {
-    let values = &KVALUES_IQ4NL;
     let super_block_size = x.len();
     let nb = super_block_size / QK;
 
@@ -71,8 +70,6 @@ pub(super) fn quantize_impl(x: &[f32], qw: Option<&[f32]>, q4: &mut [u8]) -> Iq4
 
     let mut scales = [0.0f32; QK_K / QK];
     let mut weight = [0.0f32; QK];
-    let mut max_scale = 0.0f32;
-    let mut amax_scale = 0.0f32;
     for ib in 0..nb {
         let xb = &x[ib * QK..(ib + 1) * QK];
         match qw {
@@ -88,25 +85,59 @@ pub(super) fn quantize_impl(x: &[f32], qw: Option<&[f32]>, q4: &mut [u8]) -> Iq4
                 }
             }
         }
-        let mut amax = 0.0f32;
-        let mut max = 0.0f32;
-        for &v in xb {
-            let ax = v.abs();
-            if ax > amax {
-                amax = ax;
-                max = v;
-            }
+        scales[ib] = block_scale(xb, &weight);
+    }
+
+    let (out, inverse) = scale_codes(&scales[..nb]);
+    for (ib, (xb, q)) in x
+        .chunks_exact(QK)
+        .zip(q4.chunks_exact_mut(QK / 2))
+        .enumerate()
+    {
+        for j in 0..QK / 2 {
+            let l1 = best_index_int8(&KVALUES_IQ4NL, inverse[ib] * xb[j]) as u8;
+            let l2 = best_index_int8(&KVALUES_IQ4NL, inverse[ib] * xb[j + QK / 2]) as u8;
+            q[j] = l1 | (l2 << 4);
         }
-        if amax < GROUP_MAX_EPS {
-            scales[ib] = 0.0;
-            continue;
+    }
+    out
+}
+
+/// The scale search of one block of 32 weights `xb` with weights `weight`: the block's
+/// scale (0 when its absolute maximum is below `GROUP_MAX_EPS`).
+pub(crate) fn block_scale(xb: &[f32], weight: &[f32; QK]) -> f32 {
+    let values = &KVALUES_IQ4NL;
+    let mut amax = 0.0f32;
+    let mut max = 0.0f32;
+    for &v in xb {
+        let ax = v.abs();
+        if ax > amax {
+            amax = ax;
+            max = v;
         }
-        // ggml also records the indices of this first pass, but with ntry > 0 they are
-        // always recomputed below.
-        let mut d = -max / values[0] as f32;
-        let mut id = 1.0 / d;
-        let mut sumqx = 0.0f32;
-        let mut sumq2 = 0.0f32;
+    }
+    if amax < GROUP_MAX_EPS {
+        return 0.0;
+    }
+    // ggml also records the indices of this first pass, but with ntry > 0 they are
+    // always recomputed from the final scale.
+    let mut d = -max / values[0] as f32;
+    let mut id = 1.0 / d;
+    let mut sumqx = 0.0f32;
+    let mut sumq2 = 0.0f32;
+    for j in 0..QK {
+        let al = id * xb[j];
+        let q = values[best_index_int8(values, al)] as f32;
+        let w = weight[j];
+        sumqx += w * q * xb[j];
+        sumq2 += w * q * q;
+    }
+    d = if sumq2 > 0.0 { sumqx / sumq2 } else { 0.0 };
+    let mut best = d * sumqx;
+    for itry in -NTRY..=NTRY {
+        id = (itry + values[0] as i32) as f32 / max;
+        sumqx = 0.0;
+        sumq2 = 0.0;
         for j in 0..QK {
             let al = id * xb[j];
             let q = values[best_index_int8(values, al)] as f32;
@@ -114,51 +145,42 @@ pub(super) fn quantize_impl(x: &[f32], qw: Option<&[f32]>, q4: &mut [u8]) -> Iq4
             sumqx += w * q * xb[j];
             sumq2 += w * q * q;
         }
-        d = if sumq2 > 0.0 { sumqx / sumq2 } else { 0.0 };
-        let mut best = d * sumqx;
-        for itry in -NTRY..=NTRY {
-            id = (itry + values[0] as i32) as f32 / max;
-            sumqx = 0.0;
-            sumq2 = 0.0;
-            for j in 0..QK {
-                let al = id * xb[j];
-                let q = values[best_index_int8(values, al)] as f32;
-                let w = weight[j];
-                sumqx += w * q * xb[j];
-                sumq2 += w * q * q;
-            }
-            if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
-                d = sumqx / sumq2;
-                best = d * sumqx;
-            }
+        if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
+            d = sumqx / sumq2;
+            best = d * sumqx;
         }
-        scales[ib] = d;
-        let abs_d = d.abs();
-        if abs_d > amax_scale {
-            amax_scale = abs_d;
+    }
+    d
+}
+
+/// From the block scales of a (super-)block: the stored scales, and per block the inverse
+/// scale its indices are derived with (`best_index_int8(inverse * x)`). One block stores
+/// its scale as the fp16 `d`; several store `d = -max/32` (the first scale of largest
+/// magnitude) and 6-bit codes `nearest_int(scale/d)`, each block's indices then following
+/// from its coded scale `d * code`.
+pub(crate) fn scale_codes(scales: &[f32]) -> (Iq4Scales, [f32; QK_K / QK]) {
+    let mut max_scale = 0.0f32;
+    let mut amax_scale = 0.0f32;
+    for &d in scales {
+        if d.abs() > amax_scale {
+            amax_scale = d.abs();
             max_scale = d;
         }
     }
-
-    let mut l_all = [0u8; QK_K];
-    let l_all = &mut l_all[..super_block_size];
     let mut out = Iq4Scales {
         d: F16Le::from_f32(0.0),
         scales_h: 0,
         scales_l: [0; QK_K / 64],
     };
-    if nb > 1 {
+    let mut inverse = [0.0f32; QK_K / QK];
+    if scales.len() > 1 {
         let d = -max_scale / 32.0;
         out.d = F16Le::from_f32(d);
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        for ib in 0..nb {
-            let mut l = nearest_int(id * scales[ib]).clamp(-32, 31);
+        for (ib, &scale) in scales.iter().enumerate() {
+            let mut l = nearest_int(id * scale).clamp(-32, 31);
             let dl = d * l as f32;
-            let idl = if dl != 0.0 { 1.0 / dl } else { 0.0 };
-            let xb = &x[ib * QK..(ib + 1) * QK];
-            for (lj, &v) in l_all[ib * QK..(ib + 1) * QK].iter_mut().zip(xb) {
-                *lj = best_index_int8(values, idl * v) as u8;
-            }
+            inverse[ib] = if dl != 0.0 { 1.0 / dl } else { 0.0 };
             l += 32;
             let l_l = (l & 0xf) as u8;
             let l_h = (l >> 4) as u16;
@@ -167,22 +189,13 @@ pub(super) fn quantize_impl(x: &[f32], qw: Option<&[f32]>, q4: &mut [u8]) -> Iq4
         }
     } else {
         out.d = F16Le::from_f32(scales[0]);
-        let id = if scales[0] != 0.0 {
+        inverse[0] = if scales[0] != 0.0 {
             1.0 / scales[0]
         } else {
             0.0
         };
-        for (lj, &v) in l_all.iter_mut().zip(x) {
-            *lj = best_index_int8(values, id * v) as u8;
-        }
     }
-
-    for (q, l) in q4.chunks_exact_mut(16).zip(l_all.chunks_exact(32)) {
-        for j in 0..16 {
-            q[j] = l[j] | (l[j + 16] << 4);
-        }
-    }
-    out
+    (out, inverse)
 }
 
 /// One row as `quantize_iq4_nl` does it (with or without importance weights; ggml's

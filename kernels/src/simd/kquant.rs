@@ -236,7 +236,7 @@ fn search_sums<
 /// The largest magnitude of each lane's values and the first value that has it (C's
 /// `if (ax > amax) { amax = ax; max = x[i]; }` from 0).
 #[inline(always)]
-fn signed_abs_max<V: Lanes, const N: usize>(x: &[V; N]) -> (V, V) {
+pub(crate) fn signed_abs_max<V: Lanes, const N: usize>(x: &[V; N]) -> (V, V) {
     let zero = V::splat(0.0);
     let mut amax = zero;
     let mut max = zero;

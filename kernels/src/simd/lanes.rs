@@ -73,6 +73,17 @@ pub(crate) trait Lanes: Copy {
     /// Loads `N` little-endian IEEE halves from `s[..2 * N]`, widened to f32: exactly
     /// `fp16_to_fp32` (ggml's `GGML_FP16_TO_FP32`) for every bit pattern, NaNs included.
     fn load_f16(s: &[u8]) -> Self;
+    /// `table[i & 15]` per lane.
+    #[inline(always)]
+    fn lookup16(table: &[f32; 16], i: Self::Int) -> Self {
+        let mut idx = [0i32; MAX_LANES];
+        Self::store_int(i, &mut idx);
+        let mut out = [0.0f32; MAX_LANES];
+        for (o, &k) in out.iter_mut().zip(&idx).take(Self::N) {
+            *o = table[(k & 15) as usize];
+        }
+        Self::load(&out)
+    }
 }
 
 /// The widest lane count of any implementation ([`Pair`] of AVX-512).
@@ -192,6 +203,10 @@ impl<V: Lanes> Lanes for Pair<V> {
     #[inline(always)]
     fn sext8(i: Self::Int) -> Self::Int {
         (V::sext8(i.0), V::sext8(i.1))
+    }
+    #[inline(always)]
+    fn lookup16(table: &[f32; 16], i: Self::Int) -> Self {
+        Pair(V::lookup16(table, i.0), V::lookup16(table, i.1))
     }
     #[inline(always)]
     fn store_u8(i: Self::Int, s: &mut [u8]) {

@@ -7,6 +7,7 @@
 //! point, where the compiler vectorizes their element-wise IEEE operations (no
 //! contraction, no reassociation: the same bits by construction).
 
+pub(crate) mod iq4_nl;
 pub(crate) mod kquant;
 pub(crate) mod lanes;
 pub(crate) mod q2_k;
@@ -27,7 +28,19 @@ pub(crate) fn has_path(ty: GgmlType) -> bool {
     use GgmlType::*;
     matches!(
         ty,
-        F16 | BF16 | Q4_0 | Q5_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_0 | Q8_K | TQ2_0
+        F16 | BF16
+            | Q4_0
+            | Q5_0
+            | Q2_K
+            | Q3_K
+            | Q4_K
+            | Q5_K
+            | Q6_K
+            | Q8_0
+            | Q8_K
+            | TQ2_0
+            | IQ4_NL
+            | IQ4_XS
     )
 }
 
@@ -66,6 +79,8 @@ pub(crate) fn quantize_row<V: Lanes>(ty: GgmlType, x: &[f32], w: Option<&[f32]>,
         Q6_K => q6_k::quantize_row::<V>(x, w, bytemuck::cast_slice_mut(y)),
         Q8_0 => q_0::quantize_q8_0::<V>(x, bytemuck::cast_slice_mut(y)),
         Q8_K => q8_k::quantize_row::<V>(x, bytemuck::cast_slice_mut(y)),
+        IQ4_NL => iq4_nl::quantize_iq4_nl::<V>(x, w, bytemuck::cast_slice_mut(y)),
+        IQ4_XS => iq4_nl::quantize_iq4_xs::<V>(x, w, bytemuck::cast_slice_mut(y)),
         TQ2_0 => tq2_0::quantize_row::<V>(x, bytemuck::cast_slice_mut(y)),
         _ => unreachable!("no SIMD quantizer for {ty}; checked by has_path"),
     }
@@ -87,6 +102,8 @@ pub(crate) fn dequantize<V: Lanes>(ty: GgmlType, x: &[u8], y: &mut [f32]) {
         Q6_K => scalar::q6_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q8_0 => scalar::q8_0::dequantize_row(bytemuck::cast_slice(x), y),
         Q8_K => scalar::q8_k::dequantize_row(bytemuck::cast_slice(x), y),
+        IQ4_NL => scalar::iq4_nl::dequantize_row(bytemuck::cast_slice(x), y),
+        IQ4_XS => scalar::iq4_xs::dequantize_row(bytemuck::cast_slice(x), y),
         TQ2_0 => scalar::tq2_0::dequantize_row(bytemuck::cast_slice(x), y),
         _ => unreachable!("no SIMD dequantizer for {ty}; checked by has_path"),
     }

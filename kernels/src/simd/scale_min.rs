@@ -125,6 +125,20 @@ pub(crate) fn super_block_sigma2<V: Lanes>(
     factor: f32,
 ) -> Option<Vec<f32>> {
     qw?;
+    let mut out = super_block_sums::<V>(x);
+    let nb = out.len();
+    for g in (0..nb).step_by(V::N) {
+        let count = V::N.min(nb - g);
+        let acc: V = from_fn(|lane| if lane < count { out[g + lane] } else { 0.0 });
+        let sigma2 = V::splat(factor).mul(acc).div(V::splat(QK_K as f32));
+        store_lanes(sigma2, &mut out[g..g + count]);
+    }
+    Some(out)
+}
+
+/// `sum(x²)` of every super-block of the row, summed in order, one super-block per lane.
+#[inline(always)]
+pub(crate) fn super_block_sums<V: Lanes>(x: &[f32]) -> Vec<f32> {
     let nb = x.len() / QK_K;
     let mut out = vec![0.0f32; nb];
     for g in (0..nb).step_by(V::N) {
@@ -140,10 +154,9 @@ pub(crate) fn super_block_sigma2<V: Lanes>(
             });
             acc = acc.add(v.mul(v));
         }
-        let sigma2 = V::splat(factor).mul(acc).div(V::splat(QK_K as f32));
-        store_lanes(sigma2, &mut out[g..g + count]);
+        store_lanes(acc, &mut out[g..g + count]);
     }
-    Some(out)
+    out
 }
 
 /// `l = clamp(nearest_int((x + dm) / d), 0, nmax)` over a sub-block (a whole number of

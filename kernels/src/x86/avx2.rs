@@ -177,6 +177,20 @@ impl Lanes for Avx2 {
         unsafe { Avx2Int(_mm256_srai_epi32::<24>(_mm256_slli_epi32::<24>(i.0))) }
     }
     #[inline(always)]
+    fn lookup16(table: &[f32; 16], i: Avx2Int) -> Self {
+        // SAFETY: see the impl comment; `table` holds 16 floats. Each half of the table
+        // is permuted by the low three bits; bit 3, moved to the sign, picks the half.
+        unsafe {
+            let lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table.as_ptr()), i.0);
+            let hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table.as_ptr().add(8)), i.0);
+            Avx2(_mm256_blendv_ps(
+                lo,
+                hi,
+                _mm256_castsi256_ps(_mm256_slli_epi32::<28>(i.0)),
+            ))
+        }
+    }
+    #[inline(always)]
     fn store_u8(i: Avx2Int, s: &mut [u8]) {
         let s = &mut s[..8];
         // SAFETY: see the impl comment; `s` holds 8 bytes. The shuffle gathers each

@@ -161,6 +161,11 @@ impl Lanes for Avx512 {
         unsafe { Avx512Int(_mm512_srai_epi32::<24>(_mm512_slli_epi32::<24>(i.0))) }
     }
     #[inline(always)]
+    fn lookup16(table: &[f32; 16], i: Avx512Int) -> Self {
+        // SAFETY: see the impl comment; `table` holds 16 floats.
+        unsafe { Avx512(_mm512_permutexvar_ps(i.0, _mm512_loadu_ps(table.as_ptr()))) }
+    }
+    #[inline(always)]
     fn store_u8(i: Avx512Int, s: &mut [u8]) {
         let s = &mut s[..16];
         // SAFETY: see the impl comment; `s` holds 16 bytes. vpmovdb truncates.

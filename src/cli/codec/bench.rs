@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Types to measure (repeatable; default q4_0 q5_0 q8_0 q8_K q2_K q3_K q4_K q5_K q6_K tq2_0).
+    /// Types to measure (repeatable; default q4_0 q5_0 q8_0 q8_K q2_K q3_K q4_K q5_K q6_K tq2_0 iq4_nl iq4_xs).
     #[arg(long = "type", short = 't')]
     types: Vec<String>,
     /// Code paths to measure (repeatable; default every ISA this CPU has).
@@ -62,6 +62,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let types: Vec<GgmlType> = if a.types.is_empty() {
         [
             "q4_0", "q5_0", "q8_0", "q8_K", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "tq2_0",
+            "iq4_nl", "iq4_xs",
         ]
         .iter()
         .map(|t| GgmlType::from_name(t).expect("known"))

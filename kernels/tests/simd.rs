@@ -247,10 +247,11 @@ proptest! {
     #![proptest_config(config())]
 
     /// Every ISA's quantizer names the same first NaN or infinity as the scalar one, at
-    /// any position, with finite values of every magnitude around it.
+    /// any position, with finite values of every magnitude around it; so does the
+    /// multi-threaded quantizer (sources of up to 200 Ki values span several tasks).
     #[test]
     fn non_finite_values_are_found_at_their_index(
-        len in 1usize..5000,
+        len in prop_oneof![1usize..5000, 5000usize..200_000],
         spots in prop::collection::vec((any::<prop::sample::Index>(), 0usize..3), 0..4),
         seed in any::<u64>(),
     ) {
@@ -275,12 +276,19 @@ proptest! {
                 continue;
             };
             let mut y = vec![0u8; len / n * GgmlType::Q8_0.row_size(n).unwrap()];
-            match codec.quantize(&x, n, None, &mut y) {
-                Ok(_) => prop_assert_eq!(first, None, "{} missed it", isa),
-                Err(quantforge_kernels::Error::NonFinite { index, .. }) => {
-                    prop_assert_eq!(Some(index), first, "{}", isa)
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+            for par in [false, true] {
+                let got = match par {
+                    false => codec.quantize(&x, n, None, &mut y),
+                    true => pool.install(|| codec.quantize_par(&x, n, None, &mut y)),
+                };
+                match got {
+                    Ok(_) => prop_assert_eq!(first, None, "{} (par {}) missed it", isa, par),
+                    Err(quantforge_kernels::Error::NonFinite { index, .. }) => {
+                        prop_assert_eq!(Some(index), first, "{} (par {})", isa, par)
+                    }
+                    Err(e) => panic!("{isa}: {e}"),
                 }
-                Err(e) => panic!("{isa}: {e}"),
             }
         }
     }

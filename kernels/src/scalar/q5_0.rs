@@ -45,7 +45,7 @@ pub fn quantize_ref(x: &[f32], y: &mut [BlockQ5_0]) {
 /// Packs 5-bit codes: low nibbles two per byte (element j with j+16), fifth bits into `qh`
 /// as a little-endian u32 with bit j for element j. Codes above 31 lose their extra bits,
 /// as in ggml.
-pub(super) fn pack5(codes: &[u8; QK], qs: &mut [u8; 16], qh: &mut [u8; 4]) {
+pub(crate) fn pack5(codes: &[u8; QK], qs: &mut [u8; 16], qh: &mut [u8; 4]) {
     let mut h = 0u32;
     for j in 0..QK / 2 {
         let (x0, x1) = (codes[j], codes[j + QK / 2]);

@@ -271,12 +271,34 @@ pub(crate) fn importance_weights<V: Lanes, const N: usize>(
 /// `w` holds the importance weights, or `None` for the `x²` weights of `rmse_type` 1.
 #[inline(always)]
 pub(crate) fn qx_scale<V: Lanes>(x: &[V; 16], w: Option<&[V; 16]>, nmax: i32) -> V {
+    qx_search(x, w, nmax).scale
+}
+
+/// What `make_qx_quants(N, nmax, x, L, 1, qw)` finds for one lane.
+pub(crate) struct QxFit<V: Lanes> {
+    /// The returned scale (0 for an all-zero group).
+    pub scale: V,
+    /// The trial `iscale` whose codes `L` holds: `clamp(nearest_int(iscale*x), -nmax,
+    /// nmax - 1) + nmax`.
+    pub iscale: V,
+    /// Lanes whose largest magnitude is below `GROUP_MAX_EPS`: `L` is all zeros there.
+    pub zero: V::Mask,
+}
+
+/// `make_qx_quants(N, nmax, x, L, 1, qw)` over `N` values per lane: the first guess, then
+/// the 18 trial scales, keeping the first of the best fits as C does.
+#[inline(always)]
+pub(crate) fn qx_search<V: Lanes, const N: usize>(
+    x: &[V; N],
+    w: Option<&[V; N]>,
+    nmax: i32,
+) -> QxFit<V> {
     let zero = V::splat(0.0);
     let (amax, max) = signed_abs_max(x);
     let all_zero = amax.lt(V::splat(crate::scalar::kquant::GROUP_MAX_EPS));
-    let mut weight = [zero; 16];
-    let mut wx = [zero; 16];
-    for i in 0..16 {
+    let mut weight = [zero; N];
+    let mut wx = [zero; N];
+    for i in 0..N {
         weight[i] = match w {
             Some(w) => w[i],
             None => x[i].mul(x[i]),
@@ -284,7 +306,8 @@ pub(crate) fn qx_scale<V: Lanes>(x: &[V; 16], w: Option<&[V; 16]>, nmax: i32) ->
         wx[i] = weight[i].mul(x[i]);
     }
     let nmax_f = nmax as f32;
-    let (sumlx, suml2) = qx_fit(x, &weight, &wx, V::splat(-nmax_f).div(max), nmax);
+    let mut best_iscale = V::splat(-nmax_f).div(max);
+    let (sumlx, suml2) = qx_fit(x, &weight, &wx, best_iscale, nmax);
     let mut scale = V::select(suml2.eq(zero), zero, sumlx.div(suml2));
     let mut best = scale.mul(sumlx);
     for is in (-9..=9).filter(|&is| is != 0) {
@@ -293,8 +316,13 @@ pub(crate) fn qx_scale<V: Lanes>(x: &[V; 16], w: Option<&[V; 16]>, nmax: i32) ->
         let better = V::and(suml2.gt(zero), sumlx.mul(sumlx).gt(best.mul(suml2)));
         scale = V::select(better, sumlx.div(suml2), scale);
         best = V::select(better, scale.mul(sumlx), best);
+        best_iscale = V::select(better, iscale, best_iscale);
     }
-    V::select(all_zero, zero, scale)
+    QxFit {
+        scale: V::select(all_zero, zero, scale),
+        iscale: V::select(all_zero, zero, best_iscale),
+        zero: all_zero,
+    }
 }
 
 /// The weighted sums of `x*l` and `l*l` for the codes `iscale` gives (`make_qx_quants`);
@@ -307,11 +335,17 @@ pub(crate) fn qx_scale<V: Lanes>(x: &[V; 16], w: Option<&[V; 16]>, nmax: i32) ->
 /// `nearest_int`'s 0 changes no sum: the sums start at +0 and adding a signed zero to any
 /// value leaves it as it is, unless that value is -0, which no sum of these ever is.
 #[inline(always)]
-fn qx_fit<V: Lanes>(x: &[V; 16], w: &[V; 16], wx: &[V; 16], iscale: V, nmax: i32) -> (V, V) {
+fn qx_fit<V: Lanes, const N: usize>(
+    x: &[V; N],
+    w: &[V; N],
+    wx: &[V; N],
+    iscale: V,
+    nmax: i32,
+) -> (V, V) {
     let (lo, hi) = (V::splat(-nmax as f32), V::splat((nmax - 1) as f32));
     let mut sumlx = V::splat(0.0);
     let mut suml2 = V::splat(0.0);
-    for i in 0..16 {
+    for i in 0..N {
         let q = iscale.mul(x[i]).round_even().max(lo).min(hi);
         sumlx = sumlx.add(wx[i].mul(q));
         suml2 = suml2.add(w[i].mul(q).mul(q));

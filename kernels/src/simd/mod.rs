@@ -52,15 +52,14 @@ pub(crate) fn quantize_row<V: Lanes>(ty: GgmlType, x: &[f32], w: Option<&[f32]>,
         // Element-wise conversions: the scalar code, vectorized by the compiler here.
         F16 => scalar::float::quantize_f16(x, y),
         BF16 => scalar::float::quantize_bf16(x, y),
-        // With an importance matrix ggml runs `make_qx_quants` per block: the scalar
-        // code, compiled here.
+        // With an importance matrix ggml runs `make_qx_quants` per block.
         Q4_0 => match w {
             None => q_0::quantize_q4_0::<V>(x, bytemuck::cast_slice_mut(y)),
-            Some(_) => scalar::q4_0::quantize_row(x, w, bytemuck::cast_slice_mut(y)),
+            Some(w) => q_0::quantize_q4_0_weighted::<V>(x, w, bytemuck::cast_slice_mut(y)),
         },
         Q5_0 => match w {
             None => q_0::quantize_q5_0::<V>(x, bytemuck::cast_slice_mut(y)),
-            Some(_) => scalar::q5_0::quantize_row(x, w, bytemuck::cast_slice_mut(y)),
+            Some(w) => q_0::quantize_q5_0_weighted::<V>(x, w, bytemuck::cast_slice_mut(y)),
         },
         Q2_K => q2_k::quantize_row::<V>(x, w, bytemuck::cast_slice_mut(y)),
         Q3_K => q3_k::quantize_row::<V>(x, w, bytemuck::cast_slice_mut(y)),

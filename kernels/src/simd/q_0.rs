@@ -6,9 +6,13 @@
 //! a maximum, independent of order; the scale `d = m / divisor`, its inverse and its fp16
 //! rounding are then one lane per block, the same IEEE operations as the scalar code.
 
-use super::lanes::{Lanes, MAX_LANES, abs_max, round_half_away_int};
+use super::kquant::{
+    SubBlockSearch, importance_weights, qx_search, search_sub_blocks, store_lanes,
+};
+use super::lanes::{Lanes, MAX_LANES, abs_max, round_half_away_int, transpose32};
 use crate::blocks::{BlockQ4_0, BlockQ5_0, BlockQ8_0};
 use crate::num::F16Le;
+use crate::scalar::q5_0::pack5;
 
 const QK: usize = 32;
 
@@ -148,5 +152,95 @@ pub(crate) fn quantize_q5_0<V: Lanes>(x: &[f32], y: &mut [BlockQ5_0]) {
             block.qs = nibbles(&codes, true);
             block.qh = high.to_le_bytes();
         }
+    }
+}
+
+/// The importance-matrix search of `quantize_row_q4_0_impl` / `quantize_row_q5_0_impl`
+/// over a row's blocks, one block per lane: `make_qx_quants(32, nmax, x, L, 1, w)` with
+/// the weights `qw[j] * sqrt(sigma2 + x[j]^2)`, `sigma2` the row's mean square.
+struct WeightedSearch<'a> {
+    x: &'a [f32],
+    qw: &'a [f32],
+    sigma2: f32,
+    nmax: i32,
+    /// Per block: the scale, the `iscale` its codes come from, 1 for an all-zero block.
+    scales: Vec<f32>,
+    iscales: Vec<f32>,
+    zero: Vec<f32>,
+}
+
+impl SubBlockSearch for WeightedSearch<'_> {
+    #[inline(always)]
+    fn group<W: Lanes>(&mut self, g: usize, count: usize) {
+        let xt: [W; QK] = transpose32(&self.x[g * QK..], count);
+        let qwt: [W; QK] = transpose32(&self.qw[g * QK..], count);
+        let (w, _) = importance_weights(&xt, &qwt, W::splat(self.sigma2));
+        let fit = qx_search::<W, QK>(&xt, Some(&w), self.nmax);
+        store_lanes(fit.scale, &mut self.scales[g..g + count]);
+        store_lanes(fit.iscale, &mut self.iscales[g..g + count]);
+        let flag = W::select(fit.zero, W::splat(1.0), W::splat(0.0));
+        store_lanes(flag, &mut self.zero[g..g + count]);
+    }
+}
+
+/// Runs [`WeightedSearch`] over a row with importance values `qw`.
+#[inline(always)]
+fn weighted_search<'a, V: Lanes>(x: &'a [f32], qw: &'a [f32], nmax: i32) -> WeightedSearch<'a> {
+    // The mean square is one serial sum over the row, as in C.
+    let mut sum_x2 = 0.0f32;
+    for &v in x {
+        sum_x2 += v * v;
+    }
+    let nb = x.len() / QK;
+    let mut search = WeightedSearch {
+        x,
+        qw,
+        sigma2: sum_x2 / x.len() as f32,
+        nmax,
+        scales: vec![0.0; nb],
+        iscales: vec![0.0; nb],
+        zero: vec![0.0; nb],
+    };
+    search_sub_blocks::<V>(nb, &mut search);
+    search
+}
+
+/// The codes `make_qx_quants` leaves in `L` for block `b` of a [`WeightedSearch`]:
+/// `clamp(nearest_int(iscale*x), -nmax, nmax - 1) + nmax` (rounded in float, exact since
+/// `|iscale*x| <= nmax + 1`), or zeros for an all-zero block.
+#[inline(always)]
+fn weighted_codes<V: Lanes>(xb: &[f32], search: &WeightedSearch<'_>, b: usize) -> [u8; QK] {
+    let mut codes = [0u8; QK];
+    if search.zero[b] != 0.0 {
+        return codes;
+    }
+    let nmax = search.nmax as f32;
+    let s = V::splat(search.iscales[b]);
+    let (lo, hi, off) = (V::splat(-nmax), V::splat(nmax - 1.0), V::splat(nmax));
+    for (xs, cs) in xb.chunks_exact(V::N).zip(codes.chunks_exact_mut(V::N)) {
+        let q = s.mul(V::load(xs)).round_even().max(lo).min(hi).add(off);
+        V::store_u8(q.c_int(), cs);
+    }
+    codes
+}
+
+/// `quantize_row_q4_0_impl` with importance values `qw`.
+#[inline(always)]
+pub(crate) fn quantize_q4_0_weighted<V: Lanes>(x: &[f32], qw: &[f32], y: &mut [BlockQ4_0]) {
+    let search = weighted_search::<V>(x, qw, 8);
+    for (b, (block, xb)) in y.iter_mut().zip(x.chunks_exact(QK)).enumerate() {
+        block.d = F16Le::from_f32(search.scales[b]);
+        block.qs = nibbles(&weighted_codes::<V>(xb, &search, b), false);
+    }
+}
+
+/// `quantize_row_q5_0_impl` with importance values `qw`.
+#[inline(always)]
+pub(crate) fn quantize_q5_0_weighted<V: Lanes>(x: &[f32], qw: &[f32], y: &mut [BlockQ5_0]) {
+    let search = weighted_search::<V>(x, qw, 16);
+    for (b, (block, xb)) in y.iter_mut().zip(x.chunks_exact(QK)).enumerate() {
+        block.d = F16Le::from_f32(search.scales[b]);
+        let codes = weighted_codes::<V>(xb, &search, b);
+        pack5(&codes, &mut block.qs, &mut block.qh);
     }
 }

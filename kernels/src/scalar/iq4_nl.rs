@@ -209,6 +209,7 @@ pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockIq4Nl]) {
 }
 
 /// `dequantize_row_iq4_nl`: `d * kvalues_iq4nl[index]`.
+#[inline(always)]
 pub fn dequantize_row(x: &[BlockIq4Nl], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK)) {
         let d = block.d.to_f32();

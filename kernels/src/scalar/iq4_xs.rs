@@ -21,6 +21,7 @@ pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockIq4Xs]) {
 
 /// `dequantize_row_iq4_xs`: sub-block `ib` is scaled by `d * (ls - 32)`, `ls` the 6-bit
 /// scale from nibble `ib % 2` of `scales_l[ib / 2]` and bits `2ib..2ib + 2` of `scales_h`.
+#[inline(always)]
 pub fn dequantize_row(x: &[BlockIq4Xs], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let d = block.d.to_f32();

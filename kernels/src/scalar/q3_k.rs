@@ -158,6 +158,7 @@ pub(crate) fn pack_codes(l: [i8; QK_K], block: &mut BlockQ3K) {
 }
 
 /// `dequantize_row_q3_K`: `y = (d*(sc-32)) * (q - (high bit ? 0 : 4))`.
+#[inline(always)]
 pub fn dequantize_row(x: &[BlockQ3K], y: &mut [f32]) {
     debug_assert_eq!(y.len(), x.len() * QK_K);
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {

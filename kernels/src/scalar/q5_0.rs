@@ -66,6 +66,7 @@ pub(super) fn unpack5(qs: &[u8; 16], qh: &[u8; 4], j: usize) -> (u8, u8) {
 }
 
 /// `dequantize_row_q5_0`.
+#[inline(always)]
 pub fn dequantize_row(x: &[BlockQ5_0], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK)) {
         let d = block.d.to_f32();

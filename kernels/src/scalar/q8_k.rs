@@ -42,6 +42,7 @@ pub fn quantize_row(x: &[f32], _imatrix: Option<&[f32]>, y: &mut [BlockQ8K]) {
 }
 
 /// `dequantize_row_q8_K`: `y = d*q`.
+#[inline(always)]
 pub fn dequantize_row(x: &[BlockQ8K], y: &mut [f32]) {
     debug_assert_eq!(y.len(), x.len() * QK_K);
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {

@@ -195,6 +195,15 @@ impl Lanes for Neon {
         }
     }
     #[inline(always)]
+    fn load_u8(s: &[u8]) -> Self {
+        let word = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+        // SAFETY: see the impl comment; register operations only.
+        unsafe {
+            let bytes = vcreate_u8(u64::from(word));
+            Neon(vcvtq_f32_u32(vmovl_u16(vget_low_u16(vmovl_u8(bytes)))))
+        }
+    }
+    #[inline(always)]
     fn load_f16(s: &[u8]) -> Self {
         let mut lanes = [0.0f32; 4];
         for (v, b) in lanes.iter_mut().zip(s[..8].chunks_exact(2)) {

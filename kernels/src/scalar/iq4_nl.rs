@@ -3,14 +3,12 @@
 //! `dequantize_row_iq4_nl`, and holds the search both iq4 formats share,
 //! `quantize_row_iq4_nl_impl` with `best_index_int8`.
 
+use super::kquant::{GROUP_MAX_EPS, signed_abs_max};
 use super::tables::KVALUES_IQ4NL;
 use crate::blocks::{BlockIq4Nl, QK_K};
 use crate::num::{F16Le, nearest_int};
 
 const QK: usize = 32;
-
-/// ggml's `GROUP_MAX_EPS`: a sub-block whose absolute maximum is below it gets scale 0.
-const GROUP_MAX_EPS: f32 = 1e-15;
 
 /// The `ntry` that `quantize_iq4_nl` and `quantize_iq4_xs` pass: the scale search tries
 /// `2 * NTRY + 1` candidates, and the indices are always re-derived from the final scale.
@@ -107,50 +105,37 @@ pub(super) fn quantize_impl(x: &[f32], qw: Option<&[f32]>, q4: &mut [u8]) -> Iq4
 /// scale (0 when its absolute maximum is below `GROUP_MAX_EPS`).
 pub(crate) fn block_scale(xb: &[f32], weight: &[f32; QK]) -> f32 {
     let values = &KVALUES_IQ4NL;
-    let mut amax = 0.0f32;
-    let mut max = 0.0f32;
-    for &v in xb {
-        let ax = v.abs();
-        if ax > amax {
-            amax = ax;
-            max = v;
-        }
-    }
+    let (amax, max) = signed_abs_max(xb);
     if amax < GROUP_MAX_EPS {
         return 0.0;
     }
     // ggml also records the indices of this first pass, but with ntry > 0 they are
     // always recomputed from the final scale.
-    let mut d = -max / values[0] as f32;
-    let mut id = 1.0 / d;
-    let mut sumqx = 0.0f32;
-    let mut sumq2 = 0.0f32;
-    for j in 0..QK {
-        let al = id * xb[j];
-        let q = values[best_index_int8(values, al)] as f32;
-        let w = weight[j];
-        sumqx += w * q * xb[j];
-        sumq2 += w * q * q;
-    }
-    d = if sumq2 > 0.0 { sumqx / sumq2 } else { 0.0 };
+    let (sumqx, sumq2) = level_sums(xb, weight, 1.0 / (-max / values[0] as f32));
+    let mut d = if sumq2 > 0.0 { sumqx / sumq2 } else { 0.0 };
     let mut best = d * sumqx;
     for itry in -NTRY..=NTRY {
-        id = (itry + values[0] as i32) as f32 / max;
-        sumqx = 0.0;
-        sumq2 = 0.0;
-        for j in 0..QK {
-            let al = id * xb[j];
-            let q = values[best_index_int8(values, al)] as f32;
-            let w = weight[j];
-            sumqx += w * q * xb[j];
-            sumq2 += w * q * q;
-        }
+        let id = (itry + values[0] as i32) as f32 / max;
+        let (sumqx, sumq2) = level_sums(xb, weight, id);
         if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
             d = sumqx / sumq2;
             best = d * sumqx;
         }
     }
     d
+}
+
+/// `(sum w*q*x, sum w*q*q)` over the levels `q` nearest to `id * x`.
+fn level_sums(xb: &[f32], weight: &[f32; QK], id: f32) -> (f32, f32) {
+    let values = &KVALUES_IQ4NL;
+    let mut sumqx = 0.0f32;
+    let mut sumq2 = 0.0f32;
+    for (&x, &w) in xb.iter().zip(weight) {
+        let q = values[best_index_int8(values, id * x)] as f32;
+        sumqx += w * q * x;
+        sumq2 += w * q * q;
+    }
+    (sumqx, sumq2)
 }
 
 /// From the block scales of a (super-)block: the stored scales, and per block the inverse

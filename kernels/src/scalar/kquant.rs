@@ -24,7 +24,7 @@ fn clamp_signed(l: i32, nmax: i32) -> i32 {
 /// The value of largest magnitude and that magnitude; the first one wins ties, so `+v`
 /// before `-v` keeps the sign of `+v` (C's `if (ax > amax)`).
 #[inline(always)]
-fn signed_abs_max(x: &[f32]) -> (f32, f32) {
+pub(crate) fn signed_abs_max(x: &[f32]) -> (f32, f32) {
     let mut amax = 0.0f32;
     let mut max = 0.0f32;
     for &v in x {

@@ -73,6 +73,15 @@ pub(crate) trait Lanes: Copy {
     /// Loads `N` little-endian IEEE halves from `s[..2 * N]`, widened to f32: exactly
     /// `fp16_to_fp32` (ggml's `GGML_FP16_TO_FP32`) for every bit pattern, NaNs included.
     fn load_f16(s: &[u8]) -> Self;
+    /// Loads `N` bytes from `s[..N]`, each widened to the f32 of its unsigned value.
+    #[inline(always)]
+    fn load_u8(s: &[u8]) -> Self {
+        let mut buf = [0.0f32; MAX_LANES];
+        for (b, &v) in buf.iter_mut().zip(&s[..Self::N]) {
+            *b = f32::from(v);
+        }
+        Self::load(&buf)
+    }
     /// `table[i & 15]` per lane.
     #[inline(always)]
     fn lookup16(table: &[f32; 16], i: Self::Int) -> Self {

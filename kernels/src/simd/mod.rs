@@ -5,7 +5,8 @@
 //! sequence (DESIGN.md section 2); element-wise codecs vectorize over elements. The
 //! dequantizers are the scalar ones compiled inside the ISA's `#[target_feature]` entry
 //! point, where the compiler vectorizes their element-wise IEEE operations (no
-//! contraction, no reassociation: the same bits by construction).
+//! contraction, no reassociation: the same bits by construction); q4_0's, whose loop the
+//! compiler vectorizes badly, is written in lanes.
 
 pub(crate) mod iq4_nl;
 pub(crate) mod kquant;
@@ -92,7 +93,7 @@ pub(crate) fn dequantize<V: Lanes>(ty: GgmlType, x: &[u8], y: &mut [f32]) {
     match ty {
         F16 => widen_f16::<V>(x, y),
         BF16 => scalar::float::dequantize_bf16(x, y),
-        Q4_0 => scalar::q4_0::dequantize_row(bytemuck::cast_slice(x), y),
+        Q4_0 => q_0::dequantize_q4_0::<V>(bytemuck::cast_slice(x), y),
         Q5_0 => scalar::q5_0::dequantize_row(bytemuck::cast_slice(x), y),
         Q2_K => scalar::q2_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q3_K => scalar::q3_k::dequantize_row(bytemuck::cast_slice(x), y),

@@ -244,3 +244,23 @@ pub(crate) fn quantize_q5_0_weighted<V: Lanes>(x: &[f32], qw: &[f32], y: &mut [B
         pack5(&codes, &mut block.qs, &mut block.qh);
     }
 }
+
+/// `dequantize_row_q4_0`: `y = (q - 8) * d`, low nibbles to the block's first 16 values,
+/// high nibbles to the last 16. The nibbles are split in float: `hi = (int)(q/16)` (exact:
+/// `q/16` is exact and truncation is floor for `q >= 0`), `lo = q - 16*hi`; `q - 8` and
+/// the product are then the scalar code's own operations (`V::N` divides 16).
+#[inline(always)]
+pub(crate) fn dequantize_q4_0<V: Lanes>(x: &[BlockQ4_0], y: &mut [f32]) {
+    let (sixteenth, sixteen, eight) = (V::splat(0.0625), V::splat(16.0), V::splat(8.0));
+    for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK)) {
+        let d = V::splat(block.d.to_f32());
+        let (lo_out, hi_out) = yb.split_at_mut(QK / 2);
+        for k in (0..QK / 2).step_by(V::N) {
+            let q = V::load_u8(&block.qs[k..]);
+            let hi = V::int_to_f32(q.mul(sixteenth).c_int());
+            let lo = q.sub(hi.mul(sixteen));
+            lo.sub(eight).mul(d).store(&mut lo_out[k..]);
+            hi.sub(eight).mul(d).store(&mut hi_out[k..]);
+        }
+    }
+}

@@ -233,6 +233,16 @@ impl Lanes for Avx2 {
         }
     }
     #[inline(always)]
+    fn load_u8(s: &[u8]) -> Self {
+        let s = &s[..8];
+        // SAFETY: see the impl comment; `s` holds 8 bytes.
+        unsafe {
+            Avx2(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                s.as_ptr().cast(),
+            ))))
+        }
+    }
+    #[inline(always)]
     fn load_f16(s: &[u8]) -> Self {
         let s = &s[..16];
         // SAFETY: see the impl comment (F16C is enabled with AVX2); `s` holds 8 halves.

@@ -194,6 +194,16 @@ impl Lanes for Avx512 {
         }
     }
     #[inline(always)]
+    fn load_u8(s: &[u8]) -> Self {
+        let s = &s[..16];
+        // SAFETY: see the impl comment; `s` holds 16 bytes.
+        unsafe {
+            Avx512(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                s.as_ptr().cast(),
+            ))))
+        }
+    }
+    #[inline(always)]
     fn load_f16(s: &[u8]) -> Self {
         let s = &s[..32];
         // SAFETY: see the impl comment; `s` holds 16 halves. vcvtph2ps is exact, and

@@ -10,8 +10,9 @@
 
 use super::kquant::{
     SubBlockSearch, importance_weights, search_sub_blocks, signed_abs_max, store_lanes,
+    sub_block_weights,
 };
-use super::lanes::{Lanes, from_fn, transpose32};
+use super::lanes::{Lanes, transpose};
 use super::scale_min::super_block_sums;
 use crate::blocks::{BlockIq4Nl, BlockIq4Xs, QK_K};
 use crate::scalar::iq4_nl::scale_codes;
@@ -127,24 +128,19 @@ struct Search<'a> {
 impl SubBlockSearch for Search<'_> {
     #[inline(always)]
     fn group<W: Lanes>(&mut self, g: usize, count: usize) {
-        let xt: [W; QK] = transpose32(&self.x[g * QK..], count);
-        let w = match self.qw {
-            Some(qw) => {
-                let wq: [W; QK] = transpose32(&qw[g * QK..], count);
-                let sigma2 = match self.sigma2 {
-                    Some(s2) => from_fn(|lane| s2.get((g + lane) / 8).copied().unwrap_or(0.0)),
-                    None => {
-                        // `2 * sum(x*x) / 32` of the block itself, summed in order.
-                        let mut ss = W::splat(0.0);
-                        for xi in &xt {
-                            ss = ss.add(xi.mul(*xi));
-                        }
-                        ss.mul(W::splat(2.0 / QK as f32))
-                    }
-                };
-                importance_weights(&xt, &wq, sigma2).0
+        let xt: [W; QK] = transpose(&self.x[g * QK..], count);
+        let w = match (self.qw, self.sigma2) {
+            (Some(qw), Some(s2)) => sub_block_weights(&xt, qw, s2, 8, g, count).0,
+            (Some(qw), None) => {
+                // iq4_nl: `2 * sum(x*x) / 32` of the block itself, summed in order.
+                let mut ss = W::splat(0.0);
+                for xi in &xt {
+                    ss = ss.add(xi.mul(*xi));
+                }
+                let wq: [W; QK] = transpose(&qw[g * QK..], count);
+                importance_weights(&xt, &wq, ss.mul(W::splat(2.0 / QK as f32))).0
             }
-            None => {
+            (None, _) => {
                 let mut w = [W::splat(0.0); QK];
                 for (wi, xi) in w.iter_mut().zip(&xt) {
                     *wi = xi.mul(*xi);

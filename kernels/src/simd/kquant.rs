@@ -4,7 +4,7 @@
 //! masks. Only the scales come out; the rare sub-blocks whose search codes are kept
 //! (a zero stored scale) get them from the scalar search, which is the same computation.
 
-use super::lanes::{Lanes, MAX_LANES, Pair};
+use super::lanes::{Lanes, MAX_LANES, Pair, from_fn, transpose};
 
 /// A search over a row's sub-blocks, one sub-block per lane, run a group at a time.
 pub(crate) trait SubBlockSearch {
@@ -267,6 +267,24 @@ pub(crate) fn importance_weights<V: Lanes, const N: usize>(
     (w, sum_w)
 }
 
+/// The importance weights of sub-blocks `g..g + count` (`N` values each, the values `xt`
+/// transposed), whose importance values start at `qw[g * N]` and whose `sigma2` is that
+/// of their super-block (`sigma2[s]` for super-block `s`, `per_super` sub-blocks each),
+/// with their sums: [`importance_weights`] for the lanes of one group.
+#[inline(always)]
+pub(crate) fn sub_block_weights<V: Lanes, const N: usize>(
+    xt: &[V; N],
+    qw: &[f32],
+    sigma2: &[f32],
+    per_super: usize,
+    g: usize,
+    count: usize,
+) -> ([V; N], V) {
+    let wq: [V; N] = transpose(&qw[g * N..], count);
+    let s2: V = from_fn(|lane| sigma2.get((g + lane) / per_super).copied().unwrap_or(0.0));
+    importance_weights(xt, &wq, s2)
+}
+
 /// The scale `make_qx_quants(16, nmax, x, L, 1, qw)` returns, for 16 values per lane;
 /// `w` holds the importance weights, or `None` for the `x²` weights of `rmse_type` 1.
 #[inline(always)]
@@ -279,10 +297,10 @@ pub(crate) struct QxFit<V: Lanes> {
     /// The returned scale (0 for an all-zero group).
     pub scale: V,
     /// The trial `iscale` whose codes `L` holds: `clamp(nearest_int(iscale*x), -nmax,
-    /// nmax - 1) + nmax`.
+    /// nmax - 1) + nmax`; 0 for an all-zero group, whose `L` is all zeros (every other
+    /// group's `iscale`, `-(nmax + 0.1*is)/max` with `max` at least `GROUP_MAX_EPS`, is
+    /// not 0).
     pub iscale: V,
-    /// Lanes whose largest magnitude is below `GROUP_MAX_EPS`: `L` is all zeros there.
-    pub zero: V::Mask,
 }
 
 /// `make_qx_quants(N, nmax, x, L, 1, qw)` over `N` values per lane: the first guess, then
@@ -321,7 +339,6 @@ pub(crate) fn qx_search<V: Lanes, const N: usize>(
     QxFit {
         scale: V::select(all_zero, zero, scale),
         iscale: V::select(all_zero, zero, best_iscale),
-        zero: all_zero,
     }
 }
 

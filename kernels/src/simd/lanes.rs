@@ -74,14 +74,7 @@ pub(crate) trait Lanes: Copy {
     /// `fp16_to_fp32` (ggml's `GGML_FP16_TO_FP32`) for every bit pattern, NaNs included.
     fn load_f16(s: &[u8]) -> Self;
     /// Loads `N` bytes from `s[..N]`, each widened to the f32 of its unsigned value.
-    #[inline(always)]
-    fn load_u8(s: &[u8]) -> Self {
-        let mut buf = [0.0f32; MAX_LANES];
-        for (b, &v) in buf.iter_mut().zip(&s[..Self::N]) {
-            *b = f32::from(v);
-        }
-        Self::load(&buf)
-    }
+    fn load_u8(s: &[u8]) -> Self;
     /// `table[i & 15]` per lane.
     #[inline(always)]
     fn lookup16(table: &[f32; 16], i: Self::Int) -> Self {
@@ -218,6 +211,10 @@ impl<V: Lanes> Lanes for Pair<V> {
         Pair(V::lookup16(table, i.0), V::lookup16(table, i.1))
     }
     #[inline(always)]
+    fn load_u8(s: &[u8]) -> Self {
+        Pair(V::load_u8(&s[..V::N]), V::load_u8(&s[V::N..2 * V::N]))
+    }
+    #[inline(always)]
     fn store_u8(i: Self::Int, s: &mut [u8]) {
         let (a, b) = s[..2 * V::N].split_at_mut(V::N);
         V::store_u8(i.0, a);
@@ -283,33 +280,17 @@ pub(crate) fn abs_max<V: Lanes>(x: &[f32]) -> f32 {
     m.hmax()
 }
 
-/// Transposes `count` consecutive runs of 32 values (`count <= N`) so that vector `i`
+/// Transposes `count` consecutive runs of `R` values (`count <= N`) so that vector `i`
 /// holds element `i` of each run; missing lanes are zero.
 #[inline(always)]
-pub(crate) fn transpose32<V: Lanes>(x: &[f32], count: usize) -> [V; 32] {
-    let mut buf = [[0.0f32; MAX_LANES]; 32];
+pub(crate) fn transpose<V: Lanes, const R: usize>(x: &[f32], count: usize) -> [V; R] {
+    let mut buf = [[0.0f32; MAX_LANES]; R];
     for lane in 0..count {
         for (i, row) in buf.iter_mut().enumerate() {
-            row[lane] = x[lane * 32 + i];
+            row[lane] = x[lane * R + i];
         }
     }
-    let mut out = [V::splat(0.0); 32];
-    for (o, row) in out.iter_mut().zip(&buf) {
-        *o = V::load(row);
-    }
-    out
-}
-
-/// Transposes `count` consecutive runs of 16 values, as [`transpose32`].
-#[inline(always)]
-pub(crate) fn transpose16<V: Lanes>(x: &[f32], count: usize) -> [V; 16] {
-    let mut buf = [[0.0f32; MAX_LANES]; 16];
-    for lane in 0..count {
-        for (i, row) in buf.iter_mut().enumerate() {
-            row[lane] = x[lane * 16 + i];
-        }
-    }
-    let mut out = [V::splat(0.0); 16];
+    let mut out = [V::splat(0.0); R];
     for (o, row) in out.iter_mut().zip(&buf) {
         *o = V::load(row);
     }

@@ -5,9 +5,9 @@
 //! `scalar::q2_k::quantize_row`.
 
 use super::kquant::{
-    Level, SubBlockSearch, importance_weights, qkx_search, search_sub_blocks, store_lanes,
+    Level, SubBlockSearch, qkx_search, search_sub_blocks, store_lanes, sub_block_weights,
 };
-use super::lanes::{Lanes, from_fn, transpose16};
+use super::lanes::{Lanes, transpose};
 use super::scale_min::{requantize_with_min, super_block_sigma2};
 use crate::blocks::{BlockQ2K, QK_K};
 use crate::scalar::kquant::pack_2bit;
@@ -77,12 +77,10 @@ struct Search<'a> {
 impl SubBlockSearch for Search<'_> {
     #[inline(always)]
     fn group<V: Lanes>(&mut self, g: usize, count: usize) {
-        let xt: [V; 16] = transpose16(&self.x[g * 16..], count);
+        let xt: [V; 16] = transpose(&self.x[g * 16..], count);
         let (scale, min) = match (self.qw, self.sigma2) {
             (Some(qw), Some(sigma2)) => {
-                let wq: [V; 16] = transpose16(&qw[g * 16..], count);
-                let s2: V = from_fn(|lane| sigma2.get((g + lane) / SUB).copied().unwrap_or(0.0));
-                let (w, sum_w) = importance_weights(&xt, &wq, s2);
+                let (w, sum_w) = sub_block_weights(&xt, qw, sigma2, SUB, g, count);
                 store_lanes(sum_w, &mut self.sw[g..g + count]);
                 qkx_search::<V, 16, false>(&xt, &w, 3, (-0.9, 0.05, 36), Level::Qkx3)
             }

@@ -4,9 +4,9 @@
 //! code itself; the final re-rounding over elements. Mirrors `scalar::q3_k::quantize_row`.
 
 use super::kquant::{
-    SubBlockSearch, importance_weights, q3_scale, qx_scale, search_sub_blocks, store_lanes,
+    SubBlockSearch, q3_scale, qx_scale, search_sub_blocks, store_lanes, sub_block_weights,
 };
-use super::lanes::{Lanes, from_fn, transpose16};
+use super::lanes::{Lanes, transpose};
 use super::q6_k::requantize_symmetric;
 use super::scale_min::super_block_sigma2;
 use crate::blocks::{BlockQ3K, QK_K};
@@ -71,12 +71,10 @@ struct Search<'a> {
 impl SubBlockSearch for Search<'_> {
     #[inline(always)]
     fn group<V: Lanes>(&mut self, g: usize, count: usize) {
-        let xt: [V; 16] = transpose16(&self.x[g * 16..], count);
+        let xt: [V; 16] = transpose(&self.x[g * 16..], count);
         let scale = match (self.qw, self.sigma2) {
             (Some(qw), Some(sigma2)) => {
-                let wq: [V; 16] = transpose16(&qw[g * 16..], count);
-                let s2: V = from_fn(|lane| sigma2.get((g + lane) / SUB).copied().unwrap_or(0.0));
-                let (w, sum_w) = importance_weights(&xt, &wq, s2);
+                let (w, sum_w) = sub_block_weights(&xt, qw, sigma2, SUB, g, count);
                 store_lanes(sum_w, &mut self.sw[g..g + count]);
                 qx_scale(&xt, Some(&w), 4)
             }

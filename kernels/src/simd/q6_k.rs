@@ -3,7 +3,7 @@
 //! re-rounding over elements. Mirrors `scalar::q6_k::quantize_row`.
 
 use super::kquant::{SubBlockSearch, qx_scale, search_sub_blocks, store_lanes};
-use super::lanes::{Lanes, transpose16};
+use super::lanes::{Lanes, transpose};
 use crate::blocks::{BlockQ6K, QK_K};
 use crate::num::{F16Le, nearest_int};
 use crate::scalar::kquant::{GROUP_MAX_EPS, make_qx_quants};
@@ -66,11 +66,11 @@ struct Search<'a> {
 impl SubBlockSearch for Search<'_> {
     #[inline(always)]
     fn group<V: Lanes>(&mut self, g: usize, count: usize) {
-        let xt: [V; 16] = transpose16(&self.x[g * 16..], count);
+        let xt: [V; 16] = transpose(&self.x[g * 16..], count);
         // Not `Option::map`: a closure would not inline the lane operations (see lanes.rs).
         #[allow(clippy::manual_map)]
         let wt: Option<[V; 16]> = match self.qw {
-            Some(qw) => Some(transpose16(&qw[g * 16..], count)),
+            Some(qw) => Some(transpose(&qw[g * 16..], count)),
             None => None,
         };
         store_lanes(

@@ -9,7 +9,7 @@
 use super::kquant::{
     SubBlockSearch, importance_weights, qx_search, search_sub_blocks, store_lanes,
 };
-use super::lanes::{Lanes, MAX_LANES, abs_max, round_half_away_int, transpose32};
+use super::lanes::{Lanes, MAX_LANES, abs_max, round_half_away_int, transpose};
 use crate::blocks::{BlockQ4_0, BlockQ5_0, BlockQ8_0};
 use crate::num::F16Le;
 use crate::scalar::q5_0::pack5;
@@ -163,23 +163,21 @@ struct WeightedSearch<'a> {
     qw: &'a [f32],
     sigma2: f32,
     nmax: i32,
-    /// Per block: the scale, the `iscale` its codes come from, 1 for an all-zero block.
+    /// Per block: the scale, and the `iscale` its codes come from (0 for an all-zero
+    /// block, see [`super::kquant::QxFit`]).
     scales: Vec<f32>,
     iscales: Vec<f32>,
-    zero: Vec<f32>,
 }
 
 impl SubBlockSearch for WeightedSearch<'_> {
     #[inline(always)]
     fn group<W: Lanes>(&mut self, g: usize, count: usize) {
-        let xt: [W; QK] = transpose32(&self.x[g * QK..], count);
-        let qwt: [W; QK] = transpose32(&self.qw[g * QK..], count);
+        let xt: [W; QK] = transpose(&self.x[g * QK..], count);
+        let qwt: [W; QK] = transpose(&self.qw[g * QK..], count);
         let (w, _) = importance_weights(&xt, &qwt, W::splat(self.sigma2));
         let fit = qx_search::<W, QK>(&xt, Some(&w), self.nmax);
         store_lanes(fit.scale, &mut self.scales[g..g + count]);
         store_lanes(fit.iscale, &mut self.iscales[g..g + count]);
-        let flag = W::select(fit.zero, W::splat(1.0), W::splat(0.0));
-        store_lanes(flag, &mut self.zero[g..g + count]);
     }
 }
 
@@ -199,7 +197,6 @@ fn weighted_search<'a, V: Lanes>(x: &'a [f32], qw: &'a [f32], nmax: i32) -> Weig
         nmax,
         scales: vec![0.0; nb],
         iscales: vec![0.0; nb],
-        zero: vec![0.0; nb],
     };
     search_sub_blocks::<V>(nb, &mut search);
     search
@@ -211,7 +208,7 @@ fn weighted_search<'a, V: Lanes>(x: &'a [f32], qw: &'a [f32], nmax: i32) -> Weig
 #[inline(always)]
 fn weighted_codes<V: Lanes>(xb: &[f32], search: &WeightedSearch<'_>, b: usize) -> [u8; QK] {
     let mut codes = [0u8; QK];
-    if search.zero[b] != 0.0 {
+    if search.iscales[b] == 0.0 {
         return codes;
     }
     let nmax = search.nmax as f32;

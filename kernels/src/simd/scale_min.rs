@@ -5,9 +5,9 @@
 //! elements. Mirrors `scalar::kquant::quantize_scale_min_super_block`.
 
 use super::kquant::{
-    Level, SubBlockSearch, importance_weights, qkx_search, search_sub_blocks, store_lanes,
+    Level, SubBlockSearch, qkx_search, search_sub_blocks, store_lanes, sub_block_weights,
 };
-use super::lanes::{Lanes, from_fn, transpose32};
+use super::lanes::{Lanes, from_fn, transpose};
 use crate::blocks::QK_K;
 use crate::scalar::kquant::{
     ScaleMinFormat, ScaleMinSuperBlock, choose_scale_min_codes, get_scale_min_k4, search_sub_block,
@@ -86,14 +86,12 @@ struct Search<'a> {
 impl SubBlockSearch for Search<'_> {
     #[inline(always)]
     fn group<V: Lanes>(&mut self, g: usize, count: usize) {
-        let xt: [V; 32] = transpose32(&self.x[g * 32..], count);
+        let xt: [V; 32] = transpose(&self.x[g * 32..], count);
         let zero = V::splat(0.0);
         let format = self.format;
         let (scale, min) = match (self.qw, self.sigma2) {
             (Some(qw), Some(sigma2)) => {
-                let wq: [V; 32] = transpose32(&qw[g * 32..], count);
-                let s2: V = from_fn(|lane| sigma2.get((g + lane) / 8).copied().unwrap_or(0.0));
-                let (w, sum_w) = importance_weights(&xt, &wq, s2);
+                let (w, sum_w) = sub_block_weights(&xt, qw, sigma2, 8, g, count);
                 store_lanes(sum_w, &mut self.sw[g..g + count]);
                 qkx_search::<V, 32, false>(&xt, &w, format.nmax, (-0.9, 0.05, 36), Level::Qkx3)
             }

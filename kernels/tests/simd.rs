@@ -271,12 +271,12 @@ proptest! {
             x[at.index(len)] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY][*kind];
         }
         let first = x.iter().position(|v| !v.is_finite());
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
         for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon] {
             let Some(codec) = codec_or_skip(GgmlType::Q8_0, isa) else {
                 continue;
             };
             let mut y = vec![0u8; len / n * GgmlType::Q8_0.row_size(n).unwrap()];
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
             for par in [false, true] {
                 let got = match par {
                     false => codec.quantize(&x, n, None, &mut y),

@@ -1,9 +1,13 @@
 //! Output files are written to a temporary file beside their final name and renamed over
 //! it once complete, so a crash or an error never leaves a partial file under that name.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use tempfile::NamedTempFile;
+
+pub(crate) mod disk;
+
+pub use disk::AlignedBuffer;
 
 /// Set once the process is asked to stop (Ctrl-C, `SIGTERM`).
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -46,6 +50,119 @@ pub fn temp_file_beside(path: &Path) -> std::io::Result<NamedTempFile> {
     builder.tempfile_in(parent_dir(path))
 }
 
+/// A file of known size, written in place in any order and renamed over its final name
+/// once complete.
+///
+/// It is created under a temporary name beside `path` with its whole size reserved (on
+/// Linux its blocks are allocated up front, so a disk without room for it fails before
+/// any work is spent on it). [`PlacedFile::write_at`] puts bytes at any offset: the whole
+/// 4 KiB blocks among them straight to disk when their memory is aligned like the file
+/// offset (direct I/O, Linux), the rest through the page cache with its writeback started
+/// at once. [`PlacedFile::commit`] fsyncs it and renames it over `path`; dropped without a
+/// commit, the temporary file is deleted.
+pub struct PlacedFile {
+    path: PathBuf,
+    tmp: NamedTempFile,
+    direct: Option<disk::DirectFile>,
+    len: u64,
+}
+
+impl PlacedFile {
+    /// Starts a file of `len` bytes (zeros until written) that becomes `path` on commit.
+    pub fn create(path: impl AsRef<Path>, len: u64) -> std::io::Result<PlacedFile> {
+        let path = path.as_ref().to_path_buf();
+        let tmp = temp_file_beside(&path)?;
+        disk::reserve(tmp.as_file(), len).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot reserve {len} bytes for it: {e}"))
+        })?;
+        let direct = disk::DirectFile::open(tmp.path());
+        Ok(PlacedFile {
+            path,
+            tmp,
+            direct,
+            len,
+        })
+    }
+
+    /// The final path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Its size in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether its size is 0.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes `data` at `offset` (which must lie within the file). Blocks that `data`
+    /// covers only in part go through the page cache, so that two writes meeting inside
+    /// a block never overwrite each other's bytes.
+    pub fn write_at(&mut self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        check_stop()?;
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|&end| end <= self.len)
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} bytes at offset {offset} go past the end of a {}-byte file",
+                        data.len(),
+                        self.len
+                    ),
+                )
+            })?;
+        let block = disk::BLOCK as u64;
+        let first = offset.next_multiple_of(block);
+        let last = end / block * block;
+        if first < last
+            && let Some(direct) = &mut self.direct
+        {
+            let head = (first - offset) as usize;
+            let whole = &data[head..head + (last - first) as usize];
+            match direct.write_blocks_at(whole, first) {
+                Ok(n) if n == whole.len() => {
+                    self.buffered_at(&data[..head], offset)?;
+                    return self.buffered_at(&data[head + whole.len()..], last);
+                }
+                // Memory not aligned like the offset: this write goes through the cache.
+                Ok(_) => {}
+                // Direct I/O refused: everything goes through the page cache from now on.
+                Err(_) => self.direct = None,
+            }
+        }
+        self.buffered_at(data, offset)
+    }
+
+    fn buffered_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        disk::write_all_at(self.tmp.as_file(), data, offset)?;
+        disk::start_writeback(self.tmp.as_file(), offset, data.len() as u64);
+        Ok(())
+    }
+
+    /// Fsyncs the file and renames it over its final path, then fsyncs the directory so
+    /// the rename is durable too. Fails, leaving nothing under the path, if the process
+    /// was asked to stop.
+    pub fn commit(self) -> std::io::Result<()> {
+        self.tmp.as_file().sync_all()?;
+        check_stop()?;
+        self.tmp.persist(&self.path).map_err(|e| e.error)?;
+        if let Ok(dir) = std::fs::File::open(parent_dir(&self.path)) {
+            // Best effort: some filesystems do not support fsync on directories.
+            let _ = dir.sync_all();
+        }
+        Ok(())
+    }
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
@@ -63,5 +180,110 @@ mod tests {
         let file = temp_file_beside(&dir.path().join("out.gguf")).unwrap();
         let mode = file.as_file().metadata().unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o666 & !umask);
+    }
+}
+
+#[cfg(all(test, unix))]
+mod placed_tests {
+    use super::*;
+
+    /// Deterministic bytes that differ at every offset.
+    fn content(len: usize) -> Vec<u8> {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn writes_in_any_order_and_alignment_make_the_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.bin");
+        let len = 5 * disk::BLOCK + 1234;
+        let want = content(len);
+        // Cuts inside blocks, on block boundaries, and a range of whole blocks.
+        let cuts = [
+            0,
+            100,
+            disk::BLOCK - 1,
+            disk::BLOCK,
+            3 * disk::BLOCK + 7,
+            4 * disk::BLOCK,
+            len,
+        ];
+        let mut ranges: Vec<(usize, usize)> = cuts.windows(2).map(|w| (w[0], w[1])).collect();
+        ranges.reverse();
+        ranges.swap(1, 4);
+        let mut file = PlacedFile::create(&path, len as u64).unwrap();
+        assert_eq!(file.len(), len as u64);
+        for (k, &(start, end)) in ranges.iter().enumerate() {
+            if k % 2 == 0 {
+                // From memory aligned like the file offset: whole blocks go direct.
+                let skip = start % disk::BLOCK;
+                let mut buf = AlignedBuffer::zeroed(skip + end - start);
+                buf.as_mut_slice()[skip..].copy_from_slice(&want[start..end]);
+                file.write_at(&buf.as_slice()[skip..], start as u64)
+                    .unwrap();
+            } else {
+                // From ordinary memory: through the page cache.
+                let bytes = want[start..end].to_vec();
+                file.write_at(&bytes, start as u64).unwrap();
+            }
+        }
+        assert!(!path.exists(), "nothing under the name before the commit");
+        file.commit().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), want);
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temporary file left");
+    }
+
+    #[test]
+    fn unwritten_bytes_read_as_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.bin");
+        let mut file = PlacedFile::create(&path, 3 * disk::BLOCK as u64).unwrap();
+        file.write_at(b"abc", disk::BLOCK as u64 + 5).unwrap();
+        file.commit().unwrap();
+        let got = std::fs::read(&path).unwrap();
+        let mut want = vec![0u8; 3 * disk::BLOCK];
+        want[disk::BLOCK + 5..disk::BLOCK + 8].copy_from_slice(b"abc");
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn writes_past_the_end_are_errors_and_uncommitted_files_vanish() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.bin");
+        std::fs::write(&path, b"previous").unwrap();
+        let mut file = PlacedFile::create(&path, 10).unwrap();
+        let e = file.write_at(b"0123456789a", 0).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("past the end"), "{e}");
+        let e = file.write_at(b"x", u64::MAX).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        drop(file);
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "the temporary file is gone");
+        assert_eq!(std::fs::read(&path).unwrap(), b"previous");
+    }
+
+    #[test]
+    fn aligned_buffers_are_aligned_zeros() {
+        for len in [0, 1, 4096, 5000, 3 << 20] {
+            let mut b = AlignedBuffer::zeroed(len);
+            assert_eq!(b.len(), len);
+            assert_eq!(b.is_empty(), len == 0);
+            assert!((b.as_slice().as_ptr() as usize).is_multiple_of(disk::BLOCK));
+            assert!(b.as_slice().iter().all(|&x| x == 0));
+            if len > 0 {
+                b.as_mut_slice()[len - 1] = 7;
+                assert_eq!(b.as_slice()[len - 1], 7);
+            }
+        }
     }
 }

@@ -1,19 +1,25 @@
 //! Carrying out a [`Plan`] on a GGUF model: the output header as llama.cpp's quantizer
 //! builds it (`llama_model_quantize_impl`), then every tensor copied or converted and
-//! streamed, in the plan's order, into a file that takes OUT's name only when complete.
+//! written in place into a file that takes OUT's name only when complete.
 //!
-//! The tensors are cut into pieces (rows of a converted tensor, bytes of a copied one, at
-//! most a slab of 16 MiB each) and the pieces grouped into batches of about a slab, which
-//! cross tensor boundaries: small tensors share one parallel pass, and the end of one
-//! tensor is written while the next one is converted. A batch's converted rows are widened
-//! to f32 and quantized on all threads of a rayon pool, in tasks of 64 Ki values; each
-//! row is quantized by itself, so the bytes are the same whatever the thread count. Two
-//! output slabs alternate: while one batch is handed to the writer, the workers fill the
-//! other; the writer's own thread puts the bytes on disk (see
-//! [`quantforge_formats::gguf::AtomicFile`]). Memory stays around two output slabs, the
-//! writer's few 4 MiB buffers and a few hundred KiB per thread: the source is mapped, the
-//! next batch's pages are asked for ahead of use, and each piece's pages are released
-//! once it is done.
+//! Every output file is created first with its whole size reserved (a disk without room
+//! fails before any work) and each tensor's place in it known from the header. The
+//! tensors are cut into pieces (rows of a converted tensor, bytes of a copied one, at most
+//! a slab of 16 MiB each) and the pieces grouped into batches of about a slab, which cross
+//! tensor boundaries, so that small tensors share one parallel pass. A batch's rows are
+//! widened to f32 and quantized on all threads of a rayon pool, in tasks of 64 Ki values,
+//! straight into an output slab laid out as the file is (tensor padding included); each
+//! row is quantized by itself, so the bytes are the same whatever the thread count. A
+//! thread of its own writes each filled slab at its offset (whole blocks by direct I/O,
+//! from the slab itself: see [`PlacedFile`]) while the workers fill the next one.
+//!
+//! Since any part of a file can be written at any time, batches are converted in an
+//! order that mixes the cheap ones with much output (an embedding converted to q8_0) with
+//! the costly ones with little (k-quants): the output keeps pace with the work, and a disk
+//! slower than the cheap conversions drains them while the costly ones run, instead of
+//! stalling every thread. Memory stays around four output slabs and a few hundred KiB per
+//! thread: the source is mapped, the next batch's pages are asked for ahead of use, and
+//! each batch's pages are released once it is converted.
 //!
 //! With an importance matrix, each converted tensor is weighted by its entry (see
 //! [`super::imatrix`]); every entry is looked up and checked before the output is created,
@@ -22,10 +28,11 @@
 use super::imatrix::{Imatrix, ImatrixError, ImatrixUse};
 use super::plan::{Plan, TensorPlan, TensorSpec};
 use quantforge_formats::gguf::{
-    AtomicFile, GgufBuilder, GgufError, GgufFile, GgufHeader, GgufModel, GgufWriter,
-    KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS_COUNT, Metadata, SplitLimits, TensorInfo,
-    TensorView, Value, plan_split, split_path,
+    GgufError, GgufFile, GgufHeader, GgufModel, KEY_SPLIT_COUNT, KEY_SPLIT_NO,
+    KEY_SPLIT_TENSORS_COUNT, Metadata, SplitLimits, TensorInfo, TensorView, Value, plan_split,
+    split_path,
 };
+use quantforge_formats::output::{AlignedBuffer, PlacedFile};
 use quantforge_kernels::{GgmlType, can_dequantize, can_quantize};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -90,6 +97,16 @@ pub enum RunError {
     /// The importance matrix cannot be used for this plan.
     #[error(transparent)]
     Imatrix(#[from] ImatrixError),
+    /// Creating, writing or committing an output file.
+    #[error("{what} {}: {source}", path.display())]
+    Output {
+        /// What failed ("cannot write").
+        what: &'static str,
+        /// The output file (its final name).
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The thread pool could not be built.
     #[error("cannot start {threads} threads: {source}")]
     Threads {
@@ -294,20 +311,54 @@ pub fn run(
             _ => None,
         })
         .collect();
-    let pieces = pieces(plan, &sources)?;
+    // Every file is created, its size reserved and its header written before any tensor
+    // is converted: a disk without room fails at once.
+    let mut files = Vec::with_capacity(parts.len());
+    let mut headers = Vec::with_capacity(parts.len());
+    let mut places = Vec::with_capacity(plan.tensors.len());
+    for (p, (path, header)) in parts.iter().enumerate() {
+        let (bytes, layout) = header.encode()?;
+        let write_error = |what, source| RunError::Output {
+            what,
+            path: path.clone(),
+            source,
+        };
+        let file = PlacedFile::create(path, layout.file_size())
+            .map_err(|e| write_error("cannot create", e))?;
+        // Written by the writing thread, straight from aligned memory, while the first
+        // batches convert.
+        let mut header_bytes = AlignedBuffer::zeroed(bytes.len());
+        header_bytes.as_mut_slice().copy_from_slice(&bytes);
+        headers.push(Filled {
+            batch: None,
+            slab: header_bytes,
+            skip: 0,
+            len: bytes.len(),
+            part: p,
+            at: 0,
+        });
+        let n = layout.offsets.len();
+        for k in 0..n {
+            let at = layout.data_offset + layout.offsets[k];
+            let end = match layout.offsets.get(k + 1) {
+                Some(next) => layout.data_offset + next,
+                None => layout.file_size(),
+            };
+            places.push(Place {
+                part: p,
+                at,
+                room: end - at,
+            });
+        }
+        files.push(file);
+    }
+    if places.len() != plan.tensors.len() {
+        return Err(RunError::PlanMismatch(
+            "the output files hold a different number of tensors than the plan".to_string(),
+        ));
+    }
+    let pieces = pieces(plan, &sources, &places)?;
     let batches = batches(&pieces);
-    let mut sink = Sink {
-        plan,
-        uses: &uses,
-        weighted: &weights,
-        parts: parts.into_iter(),
-        writer: None,
-        finished: Vec::new(),
-        left: 0,
-        tensor_bytes_out: 0,
-        summary: Summary::default(),
-        progress: &mut progress,
-    };
     let job = Job {
         plan,
         sources: &sources,
@@ -315,54 +366,73 @@ pub fn run(
         pieces: &pieces,
         batches: &batches,
     };
-    let mut slabs = [Vec::new(), Vec::new()];
-    pool.install(|| job.run(&mut sink, &mut slabs))?;
-    let Sink {
-        parts,
-        writer,
-        mut finished,
-        mut summary,
-        ..
-    } = sink;
-    // The file being written, then any that hold no tensor at all.
-    if let Some(w) = writer {
-        summary.file_size += w.bytes_written();
-        finished.push(w.finish()?);
+    let mut tracker = Tracker {
+        plan,
+        uses: &uses,
+        weighted: &weights,
+        pieces_left: plan.tensors.iter().map(|_| 0).collect(),
+        bytes_out: plan.tensors.iter().map(|_| 0).collect(),
+        summary: Summary::default(),
+        progress: &mut progress,
+    };
+    for p in &pieces {
+        tracker.pieces_left[p.tensor] += 1;
     }
-    for (path, header) in parts {
-        let w = GgufBuilder::from_header(header).create(&path)?;
-        summary.file_size += w.bytes_written();
-        finished.push(w.finish()?);
-    }
+    pool.install(|| job.run(&mut files, headers, &mut tracker))?;
+    let mut summary = tracker.summary;
     // Only once every file is complete does any take its name.
-    for file in finished {
+    for file in files {
+        summary.file_size += file.len();
         summary.files.push(file.path().to_path_buf());
-        file.commit()?;
+        let path = file.path().to_path_buf();
+        file.commit().map_err(|source| RunError::Output {
+            what: "cannot write",
+            path,
+            source,
+        })?;
     }
     summary.seconds = start.elapsed().as_secs_f64();
     Ok(summary)
 }
 
-/// A run of one tensor's source handled as a unit: rows of a converted tensor (converted
-/// into a slab, then written) or bytes of a copied one (written straight from the map).
+/// Where a tensor's data goes: its output file, its offset there, and the bytes up to
+/// the next tensor (or the end of the file), padding included.
+struct Place {
+    part: usize,
+    at: u64,
+    room: u64,
+}
+
+/// A run of one tensor's source handled as a unit: rows of a converted tensor, or bytes
+/// of a copied one, and where their output goes.
 struct Piece {
     /// The tensor's index in the plan.
     tensor: usize,
     /// The bytes of the tensor's source data.
     src: Range<usize>,
-    /// Output bytes in the slab (0 for a copied piece).
+    /// Output bytes (the converted rows, or the copied bytes).
     out_len: usize,
-    /// Whether the tensor starts with this piece.
-    first: bool,
-    /// Whether the tensor ends with this piece.
-    last: bool,
+    /// The output file.
+    part: usize,
+    /// The output's offset in that file.
+    at: u64,
+    /// Zero bytes after it in the file: the tensor's padding, after its last piece.
+    pad: usize,
+}
+
+impl Piece {
+    /// The file bytes this piece accounts for, padding included.
+    fn file_len(&self) -> u64 {
+        (self.out_len + self.pad) as u64
+    }
 }
 
 /// Every tensor cut into pieces of at most [`SLAB_BYTES`] of source and of output (or
-/// one row, if a row is larger), in plan order; a tensor without data is one empty piece.
-fn pieces(plan: &Plan, sources: &[Source<'_>]) -> Result<Vec<Piece>, RunError> {
+/// one row, if a row is larger), in plan order, each placed in the output files; a tensor
+/// without data is one empty piece.
+fn pieces(plan: &Plan, sources: &[Source<'_>], places: &[Place]) -> Result<Vec<Piece>, RunError> {
     let mut pieces = Vec::new();
-    for (i, (t, source)) in plan.tensors.iter().zip(sources).enumerate() {
+    for (i, ((t, source), place)) in plan.tensors.iter().zip(sources).zip(places).enumerate() {
         // Source and output bytes of a step, and of the unit a step is made of.
         let (src_unit, out_unit, units) = match row_sizes(t)? {
             Some((src_row, dst_row)) => {
@@ -372,18 +442,33 @@ fn pieces(plan: &Plan, sources: &[Source<'_>]) -> Result<Vec<Piece>, RunError> {
                     .next_multiple_of(task_rows);
                 (src_row, dst_row, rows)
             }
-            None => (1, 0, SLAB_BYTES),
+            None if t.converts() => (1, 0, SLAB_BYTES),
+            None => (1, 1, SLAB_BYTES / 2),
         };
         let len = source.data.len();
+        let out_total = (len / src_unit * out_unit) as u64;
+        if out_total > place.room {
+            return Err(RunError::PlanMismatch(format!(
+                "tensor {} needs {out_total} bytes in the output, its place holds {}",
+                t.name, place.room
+            )));
+        }
         let mut at = 0;
         loop {
             let end = (at + src_unit * units).min(len);
+            let out_at = (at / src_unit * out_unit) as u64;
+            let out_len = (end - at) / src_unit * out_unit;
             pieces.push(Piece {
                 tensor: i,
                 src: at..end,
-                out_len: (end - at) / src_unit * out_unit,
-                first: at == 0,
-                last: end == len,
+                out_len,
+                part: place.part,
+                at: place.at + out_at,
+                pad: if end == len {
+                    (place.room - out_total) as usize
+                } else {
+                    0
+                },
             });
             if end == len {
                 break;
@@ -415,17 +500,17 @@ fn task_rows(t: &TensorPlan) -> usize {
     (TASK_ELEMENTS / (t.ne[0] as usize).max(1)).max(1)
 }
 
-/// Consecutive pieces grouped so that each group's source and output together stay
-/// within [`SLAB_BYTES`] (a single larger piece is a group by itself). Groups cross tensor
-/// boundaries, so that small tensors share one parallel pass and the writing of one
-/// tensor's end overlaps the converting of the next one's start.
+/// Consecutive pieces of one output file grouped so that each group's source and output
+/// together stay within [`SLAB_BYTES`] (a single larger piece is a group by itself).
+/// Groups cross tensor boundaries, so that small tensors share one parallel pass; each
+/// group is one contiguous range of its file.
 fn batches(pieces: &[Piece]) -> Vec<Range<usize>> {
     let mut batches = Vec::new();
     let mut start = 0;
     let mut used = 0;
     for (i, p) in pieces.iter().enumerate() {
         let size = p.src.len() + p.out_len;
-        if i > start && used + size > SLAB_BYTES {
+        if i > start && (used + size > SLAB_BYTES || p.part != pieces[start].part) {
             batches.push(start..i);
             start = i;
             used = 0;
@@ -438,6 +523,37 @@ fn batches(pieces: &[Piece]) -> Vec<Range<usize>> {
     batches
 }
 
+/// Rough cost of converting one element to `ty`, in units of a widening pass: the order
+/// in which batches are converted mixes the cheap ones with much output and the costly
+/// ones with little (see [`Job::order`]). Only the order depends on it, never the bytes.
+fn element_cost(ty: GgmlType) -> f64 {
+    use GgmlType::*;
+    match ty {
+        F32 | F16 | BF16 | Q8_0 | Q4_0 | Q5_0 | Q8_K | TQ2_0 => 1.0,
+        Q6_K => 8.0,
+        Q3_K => 10.0,
+        Q2_K | Q4_K | Q5_K => 15.0,
+        IQ4_NL | IQ4_XS => 25.0,
+        _ => 20.0,
+    }
+}
+
+/// A batch converted into a slab, on its way to the file.
+struct Filled {
+    /// The batch (`None`: a file's header).
+    batch: Option<usize>,
+    /// Its output; the file's bytes `at..` are `slab[skip..skip + len]`, placed so that
+    /// the slab's memory is aligned like the file offsets (direct I/O writes from it).
+    slab: AlignedBuffer,
+    skip: usize,
+    len: usize,
+    part: usize,
+    at: u64,
+}
+
+/// Output slabs in use at once: converted, queued, or being written.
+const SLABS: usize = 4;
+
 /// What the converting side of a run reads.
 struct Job<'a, 's> {
     plan: &'a Plan,
@@ -448,81 +564,192 @@ struct Job<'a, 's> {
 }
 
 impl Job<'_, '_> {
-    /// Converts batch after batch; while one batch's output is written, the workers of
-    /// the current rayon pool convert the next batch into the other slab.
-    fn run(&self, sink: &mut Sink<'_, '_>, slabs: &mut [Vec<u8>; 2]) -> Result<(), RunError> {
-        let Some(first) = self.batches.first() else {
-            return Ok(());
+    /// Converts batch after batch on the current rayon pool, in [`Job::order`], while a
+    /// thread of its own writes each converted slab in place; at most [`SLABS`] slabs
+    /// are in use, so the converting waits only when the disk is that far behind.
+    fn run(
+        &self,
+        files: &mut [PlacedFile],
+        headers: Vec<Filled>,
+        tracker: &mut Tracker<'_, '_>,
+    ) -> Result<(), RunError> {
+        let order = self.order();
+        let files_path = files
+            .first()
+            .map(|f| f.path().to_path_buf())
+            .unwrap_or_default();
+        std::thread::scope(|scope| {
+            let (to_writer, queue) = std::sync::mpsc::channel::<Filled>();
+            let (back, written) = std::sync::mpsc::channel::<(Filled, Result<(), RunError>)>();
+            let writer = std::thread::Builder::new()
+                .name("quantforge-writer".into())
+                .spawn_scoped(scope, move || {
+                    for f in queue {
+                        let file = &mut files[f.part];
+                        let done = file
+                            .write_at(&f.slab.as_slice()[f.skip..f.skip + f.len], f.at)
+                            .map_err(|source| RunError::Output {
+                                what: "cannot write",
+                                path: file.path().to_path_buf(),
+                                source,
+                            });
+                        let failed = done.is_err();
+                        if back.send((f, done)).is_err() || failed {
+                            break;
+                        }
+                    }
+                })
+                .map_err(|source| RunError::Output {
+                    what: "cannot start the thread that writes",
+                    path: files_path.clone(),
+                    source,
+                })?;
+            let mut in_flight = 0;
+            for h in headers {
+                // A send fails only once the writer stopped on an error, sent back.
+                in_flight += usize::from(to_writer.send(h).is_ok());
+            }
+            let converted = self.convert_all(&order, in_flight, &to_writer, &written, tracker);
+            drop(to_writer);
+            // The writer stops at once if converting failed (it finishes its current
+            // write); its own failure came back through `written`.
+            let joined = writer.join();
+            converted?;
+            joined.map_err(|_| RunError::PlanMismatch("the writing thread panicked".into()))
+        })
+    }
+
+    /// The converting loop of [`Job::run`].
+    fn convert_all(
+        &self,
+        order: &[usize],
+        mut in_flight: usize,
+        to_writer: &std::sync::mpsc::Sender<Filled>,
+        written: &std::sync::mpsc::Receiver<(Filled, Result<(), RunError>)>,
+        tracker: &mut Tracker<'_, '_>,
+    ) -> Result<(), RunError> {
+        // Every slab is made once, as large as the largest batch needs.
+        let slab_len = (0..self.batches.len())
+            .map(|b| self.extent(b).0 + self.extent(b).1)
+            .max()
+            .unwrap_or(0);
+        let mut free: Vec<AlignedBuffer> = Vec::new();
+        let mut made = 0;
+        // A slab back from the writer: its batch is on disk.
+        let mut take_back = |(f, done): (Filled, Result<(), RunError>),
+                             free: &mut Vec<AlignedBuffer>|
+         -> Result<(), RunError> {
+            done?;
+            if let Some(b) = f.batch {
+                tracker.written(&self.pieces[self.batches[b].clone()]);
+                free.push(f.slab);
+            }
+            Ok(())
         };
-        self.prefetch(first.clone())?;
-        let [ready, filling] = slabs;
-        self.fill(0, ready)?;
-        for b in 0..self.batches.len() {
-            let (wrote, filled) = rayon::join(
-                || self.write(b, ready, sink),
-                || match b + 1 < self.batches.len() {
-                    true => self.fill(b + 1, filling),
-                    false => Ok(()),
-                },
-            );
-            wrote?;
-            filled?;
-            std::mem::swap(ready, filling);
+        if let Some(&first) = order.first() {
+            self.prefetch(first)?;
         }
-        Ok(())
-    }
-
-    /// Asks for the source pages of the pieces in `batch`.
-    fn prefetch(&self, batch: Range<usize>) -> Result<(), RunError> {
-        for p in &self.pieces[batch] {
-            if !p.src.is_empty() {
-                self.sources[p.tensor].prefetch(p.src.clone())?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Converts the converted pieces of batch `b` into `slab`, their rows spread over the
-    /// pool in tasks of about [`TASK_ELEMENTS`], then releases their source pages.
-    fn fill(&self, b: usize, slab: &mut Vec<u8>) -> Result<(), RunError> {
-        if let Some(next) = self.batches.get(b + 1) {
-            self.prefetch(next.clone())?;
-        }
-        let pieces = &self.pieces[self.batches[b].clone()];
-        let out_len: usize = pieces.iter().map(|p| p.out_len).sum();
-        if slab.len() < out_len {
-            slab.resize(out_len, 0);
-        }
-        // (tensor, source rows, first row, output rows) per task, in output order.
-        let mut tasks: Vec<(usize, &[u8], usize, &mut [u8])> = Vec::new();
-        let mut rest = &mut slab[..out_len];
-        for p in pieces {
-            let t = &self.plan.tensors[p.tensor];
-            let Some((src_row, dst_row)) = row_sizes(t)? else {
-                continue;
+        for (k, &b) in order.iter().enumerate() {
+            let slab = loop {
+                if let Some(slab) = free.pop() {
+                    break slab;
+                }
+                if made < SLABS {
+                    made += 1;
+                    break AlignedBuffer::zeroed(slab_len);
+                }
+                // Every slab is queued or being written: wait for one.
+                let back = written.recv().map_err(|_| writer_gone())?;
+                in_flight -= 1;
+                take_back(back, &mut free)?;
             };
-            let task_rows = task_rows(t);
-            let first_row = p.src.start / src_row;
-            let src = &self.sources[p.tensor].data[p.src.clone()];
-            for (k, x) in src.chunks(task_rows * src_row).enumerate() {
-                let (y, more) = std::mem::take(&mut rest).split_at_mut(x.len() / src_row * dst_row);
-                rest = more;
-                tasks.push((p.tensor, x, first_row + k * task_rows, y));
+            let before = k.checked_sub(1).map(|j| order[j]);
+            let filled = self.fill(b, slab, before, order.get(k + 1).copied())?;
+            if to_writer.send(filled).is_err() {
+                // The writer stopped on an error, which it sent back first.
+                while let Ok(back) = written.recv() {
+                    take_back(back, &mut free)?;
+                }
+                return Err(writer_gone());
+            }
+            in_flight += 1;
+            while let Ok(back) = written.try_recv() {
+                in_flight -= 1;
+                take_back(back, &mut free)?;
             }
         }
-        tasks.into_par_iter().try_for_each(|(i, x, first_row, y)| {
-            let t = &self.plan.tensors[i];
-            let n = y.len() / t.target.type_size() * t.target.block_size();
-            let mut f32s = SCRATCH.take();
-            f32s.resize(n, 0.0);
-            let done = widen_and_quantize(t, x, &mut f32s[..n], first_row, self.weights[i], y);
-            SCRATCH.set(f32s);
-            done
-        })?;
-        for p in pieces
+        if let Some(&last) = order.last() {
+            self.release(last)?;
+        }
+        while in_flight > 0 {
+            let back = written.recv().map_err(|_| writer_gone())?;
+            in_flight -= 1;
+            take_back(back, &mut free)?;
+        }
+        Ok(())
+    }
+
+    /// The order in which batches are converted: two runs in plan order, the batches
+    /// with more output per unit of work than the whole model's and the rest, merged so
+    /// that the output produced keeps pace with the work done. A disk that writes slower
+    /// than the cheap conversions produce (a large embedding of q8_0) then drains it
+    /// while the costly ones run, instead of stalling all threads.
+    fn order(&self) -> Vec<usize> {
+        let stats: Vec<(f64, f64)> = self
+            .batches
             .iter()
-            .filter(|p| self.plan.tensors[p.tensor].converts())
-        {
+            .map(|r| {
+                let pieces = &self.pieces[r.clone()];
+                let out: f64 = pieces.iter().map(|p| p.file_len() as f64).sum();
+                let work: f64 = pieces
+                    .iter()
+                    .map(|p| {
+                        let t = &self.plan.tensors[p.tensor];
+                        match row_sizes(t) {
+                            Ok(Some((src_row, _))) => {
+                                let elements = p.src.len() / src_row * t.ne[0] as usize;
+                                elements as f64 * (1.0 + element_cost(t.target))
+                            }
+                            _ => p.src.len() as f64 / 8.0,
+                        }
+                    })
+                    .sum();
+                (out, work.max(1.0))
+            })
+            .collect();
+        let out_total: f64 = stats.iter().map(|s| s.0).sum();
+        let work_total: f64 = stats.iter().map(|s| s.1).sum();
+        let (heavy, light): (Vec<usize>, Vec<usize>) =
+            (0..stats.len()).partition(|&b| stats[b].0 * work_total > out_total * stats[b].1);
+        let (mut heavy, mut light) = (heavy.into_iter().peekable(), light.into_iter().peekable());
+        let (mut out, mut work) = (0.0, 0.0);
+        let mut order = Vec::with_capacity(stats.len());
+        while heavy.peek().is_some() || light.peek().is_some() {
+            let behind = out * work_total <= work * out_total;
+            let next = match (behind, heavy.peek(), light.peek()) {
+                (true, Some(_), _) | (_, Some(_), None) => heavy.next(),
+                _ => light.next(),
+            };
+            let Some(b) = next else { break };
+            out += stats[b].0;
+            work += stats[b].1;
+            order.push(b);
+        }
+        order
+    }
+
+    /// Where batch `b`'s output sits in a slab: after `skip` bytes (its file offset's
+    /// distance from the block boundary before it), `len` bytes.
+    fn extent(&self, b: usize) -> (usize, usize) {
+        let pieces = &self.pieces[self.batches[b].clone()];
+        let (first, last) = (&pieces[0], &pieces[pieces.len() - 1]);
+        let skip = (first.at % ALIGN) as usize;
+        (skip, (last.at + last.file_len() - first.at) as usize)
+    }
+
+    /// Lets the source pages of the pieces in batch `b` leave the resident set.
+    fn release(&self, b: usize) -> Result<(), RunError> {
+        for p in &self.pieces[self.batches[b].clone()] {
             if !p.src.is_empty() {
                 self.sources[p.tensor].release(p.src.clone())?;
             }
@@ -530,87 +757,181 @@ impl Job<'_, '_> {
         Ok(())
     }
 
-    /// Writes batch `b`: converted pieces from `slab`, copied ones from the source.
-    fn write(&self, b: usize, slab: &[u8], sink: &mut Sink<'_, '_>) -> Result<(), RunError> {
-        let mut at = 0;
+    /// Asks for the source pages of the pieces in batch `b`.
+    fn prefetch(&self, b: usize) -> Result<(), RunError> {
         for p in &self.pieces[self.batches[b].clone()] {
-            let source = &self.sources[p.tensor];
-            if self.plan.tensors[p.tensor].converts() {
-                sink.write(p, &slab[at..at + p.out_len])?;
-                at += p.out_len;
-            } else {
-                sink.write(p, &source.data[p.src.clone()])?;
-                if !p.src.is_empty() {
-                    source.release(p.src.clone())?;
-                }
+            if !p.src.is_empty() {
+                self.sources[p.tensor].prefetch(p.src.clone())?;
             }
         }
         Ok(())
     }
+
+    /// Converts (or copies) the pieces of batch `b` into `slab` (grown if too small),
+    /// their rows spread over the pool in tasks of about [`TASK_ELEMENTS`], then releases
+    /// their source pages.
+    fn fill(
+        &self,
+        b: usize,
+        mut slab: AlignedBuffer,
+        before: Option<usize>,
+        next: Option<usize>,
+    ) -> Result<Filled, RunError> {
+        let pieces = &self.pieces[self.batches[b].clone()];
+        let first = &pieces[0];
+        let (skip, len) = self.extent(b);
+        let at = first.at;
+        if slab.len() < skip + len {
+            slab = AlignedBuffer::zeroed(skip + len);
+        }
+        let mut tasks: Vec<Task<'_, '_>> = Vec::new();
+        let mut rest = &mut slab.as_mut_slice()[skip..skip + len];
+        for p in pieces {
+            let (out, more) = std::mem::take(&mut rest).split_at_mut(p.out_len);
+            let (pad, more) = more.split_at_mut(p.pad);
+            pad.fill(0);
+            rest = more;
+            let t = &self.plan.tensors[p.tensor];
+            let src = &self.sources[p.tensor].data[p.src.clone()];
+            match row_sizes(t)? {
+                Some((src_row, dst_row)) => {
+                    let task_rows = task_rows(t);
+                    let first_row = p.src.start / src_row;
+                    let mut out = out;
+                    for (k, x) in src.chunks(task_rows * src_row).enumerate() {
+                        let (y, more) =
+                            std::mem::take(&mut out).split_at_mut(x.len() / src_row * dst_row);
+                        out = more;
+                        tasks.push(Task::Convert {
+                            tensor: p.tensor,
+                            x,
+                            first_row: first_row + k * task_rows,
+                            y,
+                        });
+                    }
+                }
+                None if p.out_len > 0 => {
+                    let chunk = 4 * TASK_ELEMENTS;
+                    for (x, y) in src.chunks(chunk).zip(out.chunks_mut(chunk)) {
+                        tasks.push(Task::Copy { x, y });
+                    }
+                }
+                None => {}
+            }
+        }
+        let (kept, converted) = rayon::join(
+            || -> Result<(), RunError> {
+                if let Some(before) = before {
+                    self.release(before)?;
+                }
+                match next {
+                    Some(next) => self.prefetch(next),
+                    None => Ok(()),
+                }
+            },
+            || {
+                tasks.into_par_iter().try_for_each(|task| match task {
+                    Task::Copy { x, y } => {
+                        y.copy_from_slice(x);
+                        Ok(())
+                    }
+                    Task::Convert {
+                        tensor,
+                        x,
+                        first_row,
+                        y,
+                    } => {
+                        let t = &self.plan.tensors[tensor];
+                        let n = y.len() / t.target.type_size() * t.target.block_size();
+                        let mut f32s = SCRATCH.take();
+                        f32s.resize(n, 0.0);
+                        let done = widen_and_quantize(
+                            t,
+                            x,
+                            &mut f32s[..n],
+                            first_row,
+                            self.weights[tensor],
+                            y,
+                        );
+                        SCRATCH.set(f32s);
+                        done
+                    }
+                })
+            },
+        );
+        kept?;
+        converted?;
+        Ok(Filled {
+            batch: Some(b),
+            slab,
+            skip,
+            len,
+            part: first.part,
+            at,
+        })
+    }
 }
 
-/// The writing side of a run: the output files in turn, the summary, the progress calls.
-struct Sink<'a, 'p> {
+/// Alignment of file offsets and slab memory for direct writes.
+const ALIGN: u64 = 4096;
+
+/// One parallel task of [`Job::fill`].
+enum Task<'s, 'o> {
+    /// Rows of a converted tensor, from row `first_row` on.
+    Convert {
+        tensor: usize,
+        x: &'s [u8],
+        first_row: usize,
+        y: &'o mut [u8],
+    },
+    /// Bytes of a copied tensor.
+    Copy { x: &'s [u8], y: &'o mut [u8] },
+}
+
+/// The writing thread stopped without saying why.
+fn writer_gone() -> RunError {
+    RunError::PlanMismatch("the writing thread stopped".into())
+}
+
+/// The tensors written so far: the summary and the progress calls.
+struct Tracker<'a, 'p> {
     plan: &'a Plan,
     uses: &'a [Option<ImatrixUse>],
     weighted: &'a [Option<&'a [f32]>],
-    parts: std::vec::IntoIter<(PathBuf, GgufHeader)>,
-    writer: Option<GgufWriter<'static, AtomicFile>>,
-    finished: Vec<AtomicFile>,
-    /// Tensors left in the current file.
-    left: usize,
-    /// Output bytes of the current tensor so far.
-    tensor_bytes_out: u64,
+    /// Pieces of each tensor not yet on disk.
+    pieces_left: Vec<usize>,
+    /// Output bytes of each tensor so far.
+    bytes_out: Vec<u64>,
     summary: Summary,
     progress: &'p mut (dyn FnMut(&Progress<'_>) + Send),
 }
 
-impl Sink<'_, '_> {
-    /// Writes one piece's output; opens the next file before a tensor that does not fit
-    /// in the current one, reports a tensor once its last piece is written.
-    fn write(&mut self, piece: &Piece, bytes: &[u8]) -> Result<(), RunError> {
-        if piece.first {
-            while self.left == 0 {
-                if let Some(w) = self.writer.take() {
-                    self.summary.file_size += w.bytes_written();
-                    self.finished.push(w.finish()?);
-                }
-                let Some((path, header)) = self.parts.next() else {
-                    return Err(RunError::PlanMismatch(
-                        "the output files hold fewer tensors than the plan".to_string(),
-                    ));
-                };
-                self.left = header.tensors().len();
-                self.writer = Some(GgufBuilder::from_header(header).create(&path)?);
-            }
-            self.left -= 1;
-            self.tensor_bytes_out = 0;
-        }
-        let writer = self
-            .writer
-            .as_mut()
-            .expect("a file is open while tensors are left");
-        writer.write_chunk(bytes)?;
-        self.tensor_bytes_out += bytes.len() as u64;
-        if piece.last {
+impl Tracker<'_, '_> {
+    /// Counts `pieces` as written; reports each tensor whose last piece that was.
+    fn written(&mut self, pieces: &[Piece]) {
+        for piece in pieces {
             let i = piece.tensor;
+            self.bytes_out[i] += piece.out_len as u64;
+            self.pieces_left[i] -= 1;
+            if self.pieces_left[i] > 0 {
+                continue;
+            }
             let t = &self.plan.tensors[i];
             let bytes_in = piece.src.end as u64;
             self.summary.tensors += 1;
             self.summary.converted += usize::from(t.converts());
             self.summary.imatrix_used += usize::from(self.weighted[i].is_some());
             self.summary.bytes_in += bytes_in;
-            self.summary.bytes_out += self.tensor_bytes_out;
+            self.summary.bytes_out += self.bytes_out[i];
             (self.progress)(&Progress {
-                done: i + 1,
+                done: self.summary.tensors,
                 total: self.plan.tensors.len(),
                 tensor: t,
                 bytes_in,
-                bytes_out: self.tensor_bytes_out,
+                bytes_out: self.bytes_out[i],
                 imatrix: self.uses[i],
             });
         }
-        Ok(())
     }
 }
 

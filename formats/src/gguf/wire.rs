@@ -254,6 +254,7 @@ fn write_array(out: &mut Vec<u8>, array: &Array) {
                 } )*
                 Array::Bool(v) => out.extend(v.iter().map(|&b| u8::from(b))),
                 Array::String(v) => {
+                    out.reserve(v.iter().map(|s| 8 + s.len()).sum());
                     for s in v.iter() {
                         write_string(out, s);
                     }

@@ -9,7 +9,8 @@ use super::error::{GgufError, Result};
 use super::header::{GgufHeader, pad};
 use super::metadata::Metadata;
 use super::tensor::TensorInfo;
-use crate::output::parent_dir;
+use crate::output::disk::{DirectFile, start_writeback, write_all_at};
+use crate::output::{AlignedBuffer, parent_dir};
 use quantforge_kernels::GgmlType;
 use std::borrow::Cow;
 use std::io::Write;
@@ -25,44 +26,24 @@ const WRITE_BUFFER: usize = 4 << 20;
 /// with the one before returns at once and its thread goes back to converting (a queue of
 /// 8 was no faster and costs 16 MiB more).
 const QUEUED_BUFFERS: usize = 4;
-/// Alignment of the write buffers' memory: direct I/O writes whole blocks straight from
-/// memory aligned to the block size, which this is a multiple of.
-const BUFFER_ALIGN: usize = 4096;
-/// Alignment of the write buffers' allocation: whole 2 MiB huge pages where the kernel
-/// gives them (each direct write then pins and sends a few large segments instead of a
-/// thousand 4 KiB pages).
-const BUFFER_ALLOC_ALIGN: usize = 2 << 20;
-
-/// A buffer of [`WRITE_BUFFER`] bytes whose memory starts on a [`BUFFER_ALIGN`] boundary,
-/// so that direct I/O writes from it without another copy.
+/// A buffer of [`WRITE_BUFFER`] bytes whose memory is aligned for direct I/O, so that
+/// the writing thread writes from it without another copy.
 struct Buffer {
-    ptr: std::ptr::NonNull<u8>,
+    mem: AlignedBuffer,
     len: usize,
 }
 
-// SAFETY: the buffer owns its memory, which is only reached through `&self`/`&mut self`.
-unsafe impl Send for Buffer {}
-
 impl Buffer {
-    const LAYOUT: std::alloc::Layout =
-        match std::alloc::Layout::from_size_align(WRITE_BUFFER, BUFFER_ALLOC_ALIGN) {
-            Ok(layout) => layout,
-            Err(_) => panic!("the write buffer's layout is valid"),
-        };
-
     fn new() -> Buffer {
-        // SAFETY: a non-zero-sized layout.
-        let ptr = unsafe { std::alloc::alloc(Self::LAYOUT) };
-        let ptr = std::ptr::NonNull::new(ptr)
-            .unwrap_or_else(|| std::alloc::handle_alloc_error(Self::LAYOUT));
-        advise_huge_pages(ptr.as_ptr(), WRITE_BUFFER);
-        Buffer { ptr, len: 0 }
+        Buffer {
+            mem: AlignedBuffer::zeroed(WRITE_BUFFER),
+            len: 0,
+        }
     }
 
     /// The bytes pushed so far.
     fn as_slice(&self) -> &[u8] {
-        // SAFETY: the first `len` bytes of the allocation were written by `push`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        &self.mem.as_slice()[..self.len]
     }
 
     /// Bytes that still fit.
@@ -72,41 +53,12 @@ impl Buffer {
 
     /// Appends `data`, which must fit.
     fn push(&mut self, data: &[u8]) {
-        assert!(data.len() <= self.room(), "the data fits in the buffer");
-        // SAFETY: `len + data.len() <= WRITE_BUFFER` bytes of the allocation; `data` is
-        // a separate borrow, so the ranges do not overlap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                self.ptr.as_ptr().add(self.len),
-                data.len(),
-            )
-        };
+        self.mem.as_mut_slice()[self.len..self.len + data.len()].copy_from_slice(data);
         self.len += data.len();
     }
 
     fn clear(&mut self) {
         self.len = 0;
-    }
-}
-
-/// Asks for transparent huge pages under `len` bytes at `ptr` (a hint: ignored where the
-/// kernel has none or declines).
-#[cfg(target_os = "linux")]
-fn advise_huge_pages(ptr: *mut u8, len: usize) {
-    // SAFETY: the range is an allocation of ours; the advice changes no contents.
-    unsafe {
-        libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE);
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn advise_huge_pages(_ptr: *mut u8, _len: usize) {}
-
-impl Drop for Buffer {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), Self::LAYOUT) }
     }
 }
 
@@ -227,7 +179,7 @@ fn write_buffers(
     from_caller: std::sync::mpsc::Receiver<Buffer>,
     give_back: std::sync::mpsc::Sender<Buffer>,
 ) -> std::io::Result<tempfile::NamedTempFile> {
-    let mut direct = direct::DirectFile::open(tmp.path());
+    let mut direct = DirectFile::open(tmp.path());
     let mut offset = 0u64;
     for mut buffer in from_caller {
         let buf = buffer.as_slice();
@@ -254,104 +206,6 @@ fn write_buffers(
     }
     Ok(tmp)
 }
-
-#[cfg(unix)]
-fn write_all_at(file: &std::fs::File, buf: &[u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
-}
-
-#[cfg(not(unix))]
-fn write_all_at(file: &std::fs::File, buf: &[u8], offset: u64) -> std::io::Result<()> {
-    use std::io::{Seek, SeekFrom};
-    let mut f = file;
-    f.seek(SeekFrom::Start(offset))?;
-    f.write_all(buf)
-}
-
-/// Direct I/O (`O_DIRECT`) of whole blocks, straight from the write buffers (whose memory
-/// is block-aligned).
-#[cfg(target_os = "linux")]
-mod direct {
-    use std::fs::{File, OpenOptions};
-    use std::os::unix::fs::{FileExt, OpenOptionsExt};
-    use std::path::Path;
-
-    /// Alignment of memory, offsets and lengths (a multiple of every common logical
-    /// block size).
-    const BLOCK: usize = super::BUFFER_ALIGN;
-
-    /// A second handle on the file, opened for direct writes.
-    pub(super) struct DirectFile {
-        file: File,
-    }
-
-    impl DirectFile {
-        /// `None` when the filesystem refuses direct I/O (tmpfs, some network ones).
-        pub(super) fn open(path: &Path) -> Option<DirectFile> {
-            let file = OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_DIRECT)
-                .open(path)
-                .ok()?;
-            Some(DirectFile { file })
-        }
-
-        /// Writes the whole blocks at the start of `data` to `offset`; returns how many
-        /// bytes that was (none unless `offset` and `data`'s memory are block-aligned).
-        pub(super) fn write_blocks_at(
-            &mut self,
-            data: &[u8],
-            offset: u64,
-        ) -> std::io::Result<usize> {
-            if !offset.is_multiple_of(BLOCK as u64)
-                || !(data.as_ptr() as usize).is_multiple_of(BLOCK)
-            {
-                return Ok(0);
-            }
-            let whole = data.len() / BLOCK * BLOCK;
-            self.file.write_all_at(&data[..whole], offset)?;
-            Ok(whole)
-        }
-    }
-}
-
-/// Without `O_DIRECT`, everything goes through the page cache.
-#[cfg(not(target_os = "linux"))]
-mod direct {
-    pub(super) struct DirectFile;
-
-    impl DirectFile {
-        pub(super) fn open(_path: &std::path::Path) -> Option<DirectFile> {
-            None
-        }
-
-        pub(super) fn write_blocks_at(
-            &mut self,
-            _data: &[u8],
-            _offset: u64,
-        ) -> std::io::Result<usize> {
-            Ok(0)
-        }
-    }
-}
-
-/// Asks the kernel to start writing `len` bytes at `offset` to disk without waiting
-/// (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`); a hint, so failures are ignored.
-#[cfg(target_os = "linux")]
-fn start_writeback(file: &std::fs::File, offset: u64, len: u64) {
-    use std::os::fd::AsRawFd;
-    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
-        return;
-    };
-    // SAFETY: a plain system call on a file descriptor this thread owns; it reads no
-    // memory of ours.
-    unsafe {
-        libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE);
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn start_writeback(_file: &std::fs::File, _offset: u64, _len: u64) {}
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {

@@ -226,6 +226,39 @@ fn bad_arguments_exit_2() {
 }
 
 #[test]
+fn an_error_says_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.gguf");
+    let missing = dir.path().join("missing.dat");
+    let t = tiny();
+    let run = quantforge(&[
+        "quantize",
+        "--imatrix",
+        s(&missing),
+        s(&t),
+        s(&out),
+        "Q4_K_M",
+    ]);
+    fails_with(&run, "missing.dat: cannot read: ");
+    let err = String::from_utf8_lossy(&run.stderr);
+    // A cause printed by the error and again as its source reads "...: C: C".
+    let parts: Vec<&str> = err.trim_end().split(": ").collect();
+    assert!(parts.windows(2).all(|w| w[0] != w[1]), "{err}");
+    let run = quantforge(&[
+        "quantize",
+        s(&t),
+        s(&out),
+        "Q8_0",
+        "--tensor-type",
+        "([=q8_0",
+    ]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("unclosed character class").count(), 1, "{err}");
+    no_files_in(dir.path(), &[]);
+}
+
+#[test]
 fn requantizing_needs_the_flag() {
     let dir = tempfile::tempdir().unwrap();
     let q8 = dir.path().join("q8.gguf");

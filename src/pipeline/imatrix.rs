@@ -50,12 +50,12 @@ const MAX_OVERRIDE_STR: usize = 127;
 #[derive(Debug, thiserror::Error)]
 pub enum ImatrixError {
     /// The file could not be read.
-    #[error("{}: cannot read: {source}", path.display())]
+    #[error("{}: cannot read: {cause}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// What the system said.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A problem with the contents of a file, named by its path.
     #[error("{}: {error}", path.display())]
@@ -282,9 +282,9 @@ fn rounded_count(count: f32) -> f32 {
 impl Imatrix {
     /// Reads an imatrix file in either format.
     pub fn load(path: &Path) -> Result<Imatrix, ImatrixError> {
-        let bytes = std::fs::read(path).map_err(|source| ImatrixError::Io {
+        let bytes = std::fs::read(path).map_err(|cause| ImatrixError::Io {
             path: path.to_path_buf(),
-            source,
+            cause,
         })?;
         Imatrix::from_bytes(bytes).map_err(|e| e.in_file(path))
     }

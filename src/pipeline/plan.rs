@@ -52,12 +52,12 @@ pub enum PlanError {
     #[error("tensor {0} appears twice")]
     DuplicateTensor(String),
     /// A `--tensor-type` pattern is not a valid regular expression.
-    #[error("invalid --tensor-type pattern {pattern:?}: {source}")]
+    #[error("invalid --tensor-type pattern {pattern:?}: {cause}")]
     BadPattern {
         /// The pattern as given.
         pattern: String,
         /// What the regex parser said.
-        source: Box<regex::Error>,
+        cause: Box<regex::Error>,
     },
     /// A `--tensor-type` argument is not `PATTERN=TYPE`.
     #[error("malformed --tensor-type {0:?}: expected PATTERN=TYPE")]
@@ -168,7 +168,7 @@ impl TensorTypeRule {
     pub fn new(pattern: &str, ty: GgmlType) -> Result<TensorTypeRule, PlanError> {
         let regex = Regex::new(pattern).map_err(|e| PlanError::BadPattern {
             pattern: pattern.to_string(),
-            source: Box::new(e),
+            cause: Box::new(e),
         })?;
         Ok(TensorTypeRule {
             pattern: pattern.to_string(),

@@ -38,6 +38,7 @@ use rayon::prelude::*;
 use std::ops::Range;
 use std::path::Path;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// Bytes of source (or of output, if larger) converted per slab before it is written.
@@ -87,33 +88,33 @@ pub enum RunError {
         column: u64,
     },
     /// Any other codec error while converting a tensor.
-    #[error("tensor {tensor}: {source}")]
+    #[error("tensor {tensor}: {cause}")]
     Codec {
         /// The tensor.
         tensor: String,
         /// What the codec said.
-        source: quantforge_kernels::Error,
+        cause: quantforge_kernels::Error,
     },
     /// The importance matrix cannot be used for this plan.
     #[error(transparent)]
     Imatrix(#[from] ImatrixError),
     /// Creating, writing or committing an output file.
-    #[error("{what} {}: {source}", path.display())]
+    #[error("{what} {}: {cause}", path.display())]
     Output {
         /// What failed ("cannot write").
         what: &'static str,
         /// The output file (its final name).
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The thread pool could not be built.
-    #[error("cannot start {threads} threads: {source}")]
+    #[error("cannot start {threads} threads: {cause}")]
     Threads {
         /// The count asked for.
         threads: usize,
         /// Why not.
-        source: rayon::ThreadPoolBuildError,
+        cause: rayon::ThreadPoolBuildError,
     },
 }
 
@@ -283,9 +284,9 @@ pub fn run(
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(options.threads)
         .build()
-        .map_err(|source| RunError::Threads {
+        .map_err(|cause| RunError::Threads {
             threads: options.threads,
-            source,
+            cause,
         })?;
 
     let header = output_header(model, plan, &options.kv_overrides)?;
@@ -318,10 +319,10 @@ pub fn run(
     let mut places = Vec::with_capacity(plan.tensors.len());
     for (p, (path, header)) in parts.iter().enumerate() {
         let (bytes, layout) = header.encode()?;
-        let write_error = |what, source| RunError::Output {
+        let write_error = |what, cause| RunError::Output {
             what,
             path: path.clone(),
-            source,
+            cause,
         };
         let file = PlacedFile::create(path, layout.file_size())
             .map_err(|e| write_error("cannot create", e))?;
@@ -385,10 +386,10 @@ pub fn run(
         summary.file_size += file.len();
         summary.files.push(file.path().to_path_buf());
         let path = file.path().to_path_buf();
-        file.commit().map_err(|source| RunError::Output {
+        file.commit().map_err(|cause| RunError::Output {
             what: "cannot write",
             path,
-            source,
+            cause,
         })?;
     }
     summary.seconds = start.elapsed().as_secs_f64();
@@ -486,9 +487,9 @@ fn row_sizes(t: &TensorPlan) -> Result<Option<(usize, usize)>, RunError> {
     if !t.converts() || n_per_row == 0 || t.ne[1..].contains(&0) {
         return Ok(None);
     }
-    let codec_error = |source| RunError::Codec {
+    let codec_error = |cause| RunError::Codec {
         tensor: t.name.clone(),
-        source,
+        cause,
     };
     let src_row = t.source.row_size(n_per_row).map_err(codec_error)?;
     let dst_row = t.target.row_size(n_per_row).map_err(codec_error)?;
@@ -578,6 +579,8 @@ impl Job<'_, '_> {
             .first()
             .map(|f| f.path().to_path_buf())
             .unwrap_or_default();
+        let abandon = AtomicBool::new(false);
+        let abandon = &abandon;
         std::thread::scope(|scope| {
             let (to_writer, queue) = std::sync::mpsc::channel::<Filled>();
             let (back, written) = std::sync::mpsc::channel::<(Filled, Result<(), RunError>)>();
@@ -585,13 +588,16 @@ impl Job<'_, '_> {
                 .name("quantforge-writer".into())
                 .spawn_scoped(scope, move || {
                     for f in queue {
+                        if abandon.load(Ordering::Relaxed) {
+                            break;
+                        }
                         let file = &mut files[f.part];
                         let done = file
                             .write_at(&f.slab.as_slice()[f.skip..f.skip + f.len], f.at)
-                            .map_err(|source| RunError::Output {
+                            .map_err(|cause| RunError::Output {
                                 what: "cannot write",
                                 path: file.path().to_path_buf(),
-                                source,
+                                cause,
                             });
                         let failed = done.is_err();
                         if back.send((f, done)).is_err() || failed {
@@ -599,10 +605,10 @@ impl Job<'_, '_> {
                         }
                     }
                 })
-                .map_err(|source| RunError::Output {
+                .map_err(|cause| RunError::Output {
                     what: "cannot start the thread that writes",
                     path: files_path.clone(),
-                    source,
+                    cause,
                 })?;
             let mut in_flight = 0;
             for h in headers {
@@ -610,12 +616,14 @@ impl Job<'_, '_> {
                 in_flight += usize::from(to_writer.send(h).is_ok());
             }
             let converted = self.convert_all(&order, in_flight, &to_writer, &written, tracker);
+            // After a failure the writer drops what is queued (the file is deleted anyway);
+            // its own failure came back through `written`, a panic of it is re-raised.
+            abandon.store(converted.is_err(), Ordering::Relaxed);
             drop(to_writer);
-            // The writer stops at once if converting failed (it finishes its current
-            // write); its own failure came back through `written`.
-            let joined = writer.join();
-            converted?;
-            joined.map_err(|_| RunError::PlanMismatch("the writing thread panicked".into()))
+            if let Err(panic) = writer.join() {
+                std::panic::resume_unwind(panic);
+            }
+            converted
         })
     }
 
@@ -888,9 +896,14 @@ enum Task<'s, 'o> {
     Copy { x: &'s [u8], y: &'o mut [u8] },
 }
 
-/// The writing thread stopped without saying why.
+/// The writing thread stopped without a failure of its own (it cannot: it stops early
+/// only after sending one back, or after a panic, which is re-raised).
 fn writer_gone() -> RunError {
-    RunError::PlanMismatch("the writing thread stopped".into())
+    RunError::Output {
+        what: "cannot write",
+        path: PathBuf::new(),
+        cause: std::io::Error::other("the writing thread stopped"),
+    }
 }
 
 /// The tensors written so far: the summary and the progress calls.
@@ -1060,9 +1073,9 @@ fn widen_and_quantize(
     weights: Option<&[f32]>,
     y: &mut [u8],
 ) -> Result<(), RunError> {
-    let codec_error = |source| RunError::Codec {
+    let codec_error = |cause| RunError::Codec {
         tensor: t.name.clone(),
-        source,
+        cause,
     };
     let n_per_row = t.ne[0] as usize;
     quantforge_kernels::dequantize(t.source, x, f32s).map_err(codec_error)?;

@@ -68,6 +68,10 @@ pub struct PlacedFile {
 }
 
 impl PlacedFile {
+    /// The block size of its direct writes: bytes reach the disk without a copy when
+    /// their memory address and their file offset agree modulo this.
+    pub const BLOCK: u64 = disk::BLOCK as u64;
+
     /// Starts a file of `len` bytes (zeros until written) that becomes `path` on commit.
     pub fn create(path: impl AsRef<Path>, len: u64) -> std::io::Result<PlacedFile> {
         let path = path.as_ref().to_path_buf();
@@ -148,19 +152,30 @@ impl PlacedFile {
         Ok(())
     }
 
-    /// Fsyncs the file and renames it over its final path, then fsyncs the directory so
-    /// the rename is durable too. Fails, leaving nothing under the path, if the process
-    /// was asked to stop.
+    /// Moves the file into place as [`persist`] does; the error says which step failed.
     pub fn commit(self) -> std::io::Result<()> {
-        self.tmp.as_file().sync_all()?;
-        check_stop()?;
-        self.tmp.persist(&self.path).map_err(|e| e.error)?;
-        if let Ok(dir) = std::fs::File::open(parent_dir(&self.path)) {
-            // Best effort: some filesystems do not support fsync on directories.
-            let _ = dir.sync_all();
-        }
-        Ok(())
+        persist(self.tmp, &self.path)
+            .map_err(|(step, e)| std::io::Error::new(e.kind(), format!("{step}: {e}")))
     }
+}
+
+/// Fsyncs `tmp`, renames it over `path` unless the process was asked to stop, then fsyncs
+/// the directory so the rename is durable too. On failure, the step that failed and why;
+/// nothing is then left under `path` that was not there before (`tmp` is deleted as it
+/// drops).
+pub(crate) fn persist(
+    tmp: NamedTempFile,
+    path: &Path,
+) -> Result<(), (&'static str, std::io::Error)> {
+    tmp.as_file().sync_all().map_err(|e| ("cannot fsync", e))?;
+    check_stop().map_err(|e| ("not committed", e))?;
+    tmp.persist(path)
+        .map_err(|e| ("cannot rename the temporary file into place", e.error))?;
+    if let Ok(dir) = std::fs::File::open(parent_dir(path)) {
+        // Best effort: some filesystems do not support fsync on directories.
+        let _ = dir.sync_all();
+    }
+    Ok(())
 }
 
 #[cfg(all(test, target_os = "linux"))]
@@ -183,21 +198,25 @@ mod tests {
     }
 }
 
+/// `len` deterministic bytes of a xorshift sequence continued from `state`, for tests.
+#[cfg(test)]
+pub(crate) fn pseudo_random_bytes(state: &mut u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            *state ^= *state << 13;
+            *state ^= *state >> 7;
+            *state ^= *state << 17;
+            *state as u8
+        })
+        .collect()
+}
+
 #[cfg(all(test, unix))]
 mod placed_tests {
     use super::*;
 
-    /// Deterministic bytes that differ at every offset.
     fn content(len: usize) -> Vec<u8> {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        pseudo_random_bytes(&mut 0x9e37_79b9_7f4a_7c15, len)
     }
 
     #[test]

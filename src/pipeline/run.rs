@@ -638,7 +638,10 @@ impl Job<'_, '_> {
     ) -> Result<(), RunError> {
         // Every slab is made once, as large as the largest batch needs.
         let slab_len = (0..self.batches.len())
-            .map(|b| self.extent(b).0 + self.extent(b).1)
+            .map(|b| {
+                let (skip, len) = self.extent(b);
+                skip + len
+            })
             .max()
             .unwrap_or(0);
         let mut free: Vec<AlignedBuffer> = Vec::new();
@@ -751,7 +754,7 @@ impl Job<'_, '_> {
     fn extent(&self, b: usize) -> (usize, usize) {
         let pieces = &self.pieces[self.batches[b].clone()];
         let (first, last) = (&pieces[0], &pieces[pieces.len() - 1]);
-        let skip = (first.at % ALIGN) as usize;
+        let skip = (first.at % PlacedFile::BLOCK) as usize;
         (skip, (last.at + last.file_len() - first.at) as usize)
     }
 
@@ -775,9 +778,10 @@ impl Job<'_, '_> {
         Ok(())
     }
 
-    /// Converts (or copies) the pieces of batch `b` into `slab` (grown if too small),
-    /// their rows spread over the pool in tasks of about [`TASK_ELEMENTS`], then releases
-    /// their source pages.
+    /// Converts (or copies) the pieces of batch `b` into `slab` (as large as the largest
+    /// batch needs), their rows spread over the pool in tasks of about [`TASK_ELEMENTS`];
+    /// beside them, releases the source pages of the batch converted `before` and asks
+    /// for those of the `next` one.
     fn fill(
         &self,
         b: usize,
@@ -789,9 +793,6 @@ impl Job<'_, '_> {
         let first = &pieces[0];
         let (skip, len) = self.extent(b);
         let at = first.at;
-        if slab.len() < skip + len {
-            slab = AlignedBuffer::zeroed(skip + len);
-        }
         let mut tasks: Vec<Task<'_, '_>> = Vec::new();
         let mut rest = &mut slab.as_mut_slice()[skip..skip + len];
         for p in pieces {
@@ -879,9 +880,6 @@ impl Job<'_, '_> {
         })
     }
 }
-
-/// Alignment of file offsets and slab memory for direct writes.
-const ALIGN: u64 = 4096;
 
 /// One parallel task of [`Job::fill`].
 enum Task<'s, 'o> {

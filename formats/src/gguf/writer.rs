@@ -22,9 +22,10 @@ const ZEROS: [u8; 4096] = [0; 4096];
 /// Bytes collected before they are handed to the writing thread.
 const WRITE_BUFFER: usize = 4 << 20;
 /// Buffers queued for the writing thread beyond the one it is writing: 16 MiB, about one
-/// of the pipeline's batches, so that a batch handed over while the disk is still busy
-/// with the one before returns at once and its thread goes back to converting (a queue of
-/// 8 was no faster and costs 16 MiB more).
+/// slab of the commands that stream models through this writer (`dequantize`,
+/// `convert`), so that a slab handed over while the disk is still busy with the one
+/// before returns at once and its thread goes back to converting (a queue of 8 was no
+/// faster and costs 16 MiB more).
 const QUEUED_BUFFERS: usize = 4;
 /// A buffer of [`WRITE_BUFFER`] bytes whose memory is aligned for direct I/O, so that
 /// the writing thread writes from it without another copy.
@@ -152,17 +153,7 @@ impl AtomicFile {
         let fail = |what: &str, e: std::io::Error| GgufError::io(what, e).in_file(&path);
         self.hand_over().map_err(|e| fail("cannot write", e))?;
         let tmp = self.stop().map_err(|e| fail("cannot write", e))?;
-        tmp.as_file()
-            .sync_all()
-            .map_err(|e| fail("cannot fsync", e))?;
-        crate::output::check_stop().map_err(|e| fail("not committed", e))?;
-        tmp.persist(&path)
-            .map_err(|e| fail("cannot rename the temporary file into place", e.error))?;
-        if let Ok(dir) = std::fs::File::open(parent_dir(&path)) {
-            // Best effort: some filesystems do not support fsync on directories.
-            let _ = dir.sync_all();
-        }
-        Ok(())
+        crate::output::persist(tmp, &path).map_err(|(step, e)| fail(step, e))
     }
 }
 
@@ -583,16 +574,7 @@ mod tests {
             (9 << 20) + 1,
         ]
         .into_iter()
-        .map(|n| {
-            (0..n)
-                .map(|_| {
-                    s ^= s << 13;
-                    s ^= s >> 7;
-                    s ^= s << 17;
-                    s as u8
-                })
-                .collect()
-        })
+        .map(|n| crate::output::pseudo_random_bytes(&mut s, n))
         .collect()
     }
 

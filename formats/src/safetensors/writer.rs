@@ -12,8 +12,8 @@
 
 use super::header::{Header, TensorInfo, checked_byte_len};
 use super::{Dtype, Error, MAX_HEADER_LEN, Result, TensorView};
+use crate::output::disk::write_all_at;
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -480,50 +480,9 @@ pub(crate) fn temp_file_beside(path: &Path) -> Result<NamedTempFile> {
 }
 
 /// Flushes `file` to disk, renames it over `path`, and syncs the directory so the
-/// rename itself is durable.
+/// rename itself is durable ([`crate::output::persist`]).
 pub(crate) fn persist(file: NamedTempFile, path: &Path) -> Result<()> {
-    file.as_file()
-        .sync_all()
-        .map_err(|e| Error::io("cannot sync", e).in_file(path))?;
-    crate::output::check_stop().map_err(|e| Error::io("not committed", e).in_file(path))?;
-    file.persist(path).map_err(|e| {
-        Error::io("cannot rename the temporary file over it", e.error).in_file(path)
-    })?;
-    #[cfg(unix)]
-    if let Some(dir) = path.parent() {
-        let dir = if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        };
-        if let Ok(d) = File::open(dir) {
-            // Best effort: some filesystems refuse fsync on directories.
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
-}
-
-#[cfg(unix)]
-fn write_all_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
-}
-
-#[cfg(windows)]
-fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
-    use std::os::windows::fs::FileExt;
-    while !buf.is_empty() {
-        match file.seek_write(buf, offset) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => {
-                buf = &buf[n..];
-                offset += n as u64;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    crate::output::persist(file, path).map_err(|(step, e)| Error::io(step, e).in_file(path))
 }
 
 #[cfg(test)]

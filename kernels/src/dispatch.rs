@@ -129,6 +129,30 @@ impl Codec {
         if simd::has_path(ty) { isa } else { Isa::Scalar }
     }
 
+    /// Runs whole rows through this codec's path, one at a time. While a row is quantized
+    /// the start of the next one is on its way into the cache: the SIMD searches read
+    /// their input a group of sub-blocks at a time, each group in a new page, where the
+    /// CPU's own prefetching starts over (within a row each group fetches the next, see
+    /// `simd::lanes::transpose`).
+    fn quantize_rows(
+        &self,
+        src: &[f32],
+        n_per_row: usize,
+        w: Option<&[f32]>,
+        dst: &mut [u8],
+        row_size: usize,
+    ) {
+        for (r, (x, y)) in src
+            .chunks_exact(n_per_row)
+            .zip(dst.chunks_exact_mut(row_size))
+            .enumerate()
+        {
+            let next = &src[((r + 1) * n_per_row).min(src.len())..];
+            simd::prefetch(&next[..next.len().min(simd::PREFETCH_FLOATS)]);
+            self.quantize_one_row(x, w, y);
+        }
+    }
+
     /// Runs one row through this codec's path.
     fn quantize_one_row(&self, x: &[f32], w: Option<&[f32]>, y: &mut [u8]) {
         match self.isa {
@@ -186,12 +210,7 @@ impl Codec {
         let Some(row_size) = self.check_quantize(src, n_per_row, imatrix, dst)? else {
             return Ok(0);
         };
-        for (x, y) in src
-            .chunks_exact(n_per_row)
-            .zip(dst.chunks_exact_mut(row_size))
-        {
-            self.quantize_one_row(x, imatrix, y);
-        }
+        self.quantize_rows(src, n_per_row, imatrix, dst, row_size);
         Ok(dst.len())
     }
 
@@ -212,14 +231,7 @@ impl Codec {
         let rows = (PAR_TASK_BYTES / 4 / n_per_row).max(1);
         src.par_chunks(rows * n_per_row)
             .zip(dst.par_chunks_mut(rows * row_size))
-            .for_each(|(xs, ys)| {
-                for (x, y) in xs
-                    .chunks_exact(n_per_row)
-                    .zip(ys.chunks_exact_mut(row_size))
-                {
-                    self.quantize_one_row(x, imatrix, y);
-                }
-            });
+            .for_each(|(xs, ys)| self.quantize_rows(xs, n_per_row, imatrix, ys, row_size));
         Ok(dst.len())
     }
 

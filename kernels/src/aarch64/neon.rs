@@ -78,6 +78,26 @@ impl Lanes for Neon {
         unsafe { Neon(vminq_f32(self.0, o.0)) }
     }
     #[inline(always)]
+    fn max_zero_bits(self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe {
+            Neon(vreinterpretq_f32_s32(vmaxq_s32(
+                vreinterpretq_s32_f32(self.0),
+                vdupq_n_s32(0),
+            )))
+        }
+    }
+    #[inline(always)]
+    fn min_bits(self, hi: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe {
+            Neon(vreinterpretq_f32_s32(vminq_s32(
+                vreinterpretq_s32_f32(self.0),
+                vreinterpretq_s32_f32(hi.0),
+            )))
+        }
+    }
+    #[inline(always)]
     fn hmax(self) -> f32 {
         // SAFETY: see the impl comment.
         unsafe { vmaxvq_f32(self.0) }
@@ -222,5 +242,7 @@ mod tests {
         crate::simd::lanes::checks::store_f16::<super::Neon>();
         crate::simd::lanes::checks::load_f16::<super::Neon>();
         crate::simd::lanes::checks::round_half_away_int::<super::Neon>();
+        crate::simd::lanes::checks::transpose_and_bits::<super::Neon>();
+        crate::simd::lanes::checks::transpose_and_bits::<crate::simd::lanes::Pair<super::Neon>>();
     }
 }

@@ -4,12 +4,20 @@
 //! masks. Only the scales come out; the rare sub-blocks whose search codes are kept
 //! (a zero stored scale) get them from the scalar search, which is the same computation.
 
-use super::lanes::{Lanes, MAX_LANES, Pair, from_fn, transpose};
+use super::lanes::{Lanes, MAX_LANES, Pair, from_fn, transpose_into};
 
 /// A search over a row's sub-blocks, one sub-block per lane, run a group at a time.
 pub(crate) trait SubBlockSearch {
     /// Searches sub-blocks `g..g + count` (`count <= W::N`) with the lanes of `W`.
     fn group<W: Lanes>(&mut self, g: usize, count: usize);
+
+    /// Searches the two whole groups of sub-blocks `g..g + 2 * W::N`; a search whose
+    /// trials can be interleaved does so (see [`qkx_search_two`]).
+    #[inline(always)]
+    fn two_groups<W: Lanes>(&mut self, g: usize) {
+        self.group::<W>(g, W::N);
+        self.group::<W>(g + W::N, W::N);
+    }
 }
 
 /// Runs `search` over sub-blocks `0..n`: groups of `Pair<V>::N` (two vectors per step, so
@@ -17,6 +25,10 @@ pub(crate) trait SubBlockSearch {
 #[inline(always)]
 pub(crate) fn search_sub_blocks<V: Lanes>(n: usize, search: &mut impl SubBlockSearch) {
     let mut g = 0;
+    while n - g >= 2 * Pair::<V>::N {
+        search.two_groups::<Pair<V>>(g);
+        g += 2 * Pair::<V>::N;
+    }
     while g < n {
         let count = if n - g >= Pair::<V>::N {
             search.group::<Pair<V>>(g, Pair::<V>::N);
@@ -59,110 +71,216 @@ pub(crate) fn qkx_search<V: Lanes, const N: usize, const MAD: bool>(
     (rmin, rdelta, nstep): (f32, f32, i32),
     level: Level,
 ) -> (V, V) {
-    let zero = V::splat(0.0);
-    let mut min = x[0];
-    let mut max = x[0];
-    let mut sum_w = w[0];
-    let mut sum_x = sum_w.mul(x[0]);
-    for i in 1..N {
-        min = V::select(x[i].lt(min), x[i], min);
-        max = V::select(x[i].gt(max), x[i], max);
-        sum_w = sum_w.add(w[i]);
-        sum_x = sum_x.add(w[i].mul(x[i]));
-    }
-    min = V::select(min.gt(zero), zero, min);
-    let flat = max.eq(min);
-    let live = max.gt(min);
-    let flat_min = min;
-    let mut xmin = x[0];
-    for xi in &x[1..] {
-        xmin = V::select(xi.lt(xmin), *xi, xmin);
-    }
-    let range = max.sub(min);
-    let nmax_f = V::splat(nmax as f32);
-    let iscale = nmax_f.div(range);
-    let mut scale = V::splat(1.0).div(iscale);
-    let mut best_error = zero;
-    for i in 0..N {
-        let l = V::int_to_f32(V::clamp_int(
-            iscale.mul(x[i].sub(min)).nearest_int(),
-            0,
-            nmax,
-        ));
-        let diff = scale.mul(l).add(min).sub(x[i]);
-        best_error = best_error.add(w[i].mul(error_of::<V, MAD>(diff)));
-    }
+    let mut s = QkxSearch::<V>::start::<N, MAD>(x, w, nmax);
     if nstep >= 1 {
-        let mut laux = [zero; N];
+        let mut laux = [V::splat(0.0); N];
         for is in 0..=nstep {
-            // `min` moves with each better fit, and the next trial scale uses it, as in C.
-            let iscale = V::splat(rmin + rdelta * is as f32 + nmax as f32).div(max.sub(min));
-            // v = iscale*(x - min) is monotonic in x, so every lane's v lies between its
-            // values at x = xmin and x = max. When each lane that matters (not flat) keeps
-            // both below 2^22 in magnitude (no NaN, no infinity), rounding in float is exact
-            // and cheaper; otherwise ggml's integer trick reproduces it for any v.
-            let limit = V::splat(4_194_304.0);
-            let lo_signed = iscale.mul(xmin.sub(min));
-            let hi_signed = iscale.mul(max.sub(min));
-            let lo = lo_signed.abs();
-            let hi = hi_signed.abs();
-            let safe = V::and(lo.lt(limit), hi.lt(limit));
-            let one = V::splat(1.0);
-            let unsafe_lanes = V::select(
-                V::select(safe, one, zero)
-                    .add(V::select(flat, one, zero))
-                    .eq(zero),
-                one,
-                zero,
-            )
-            .gt(zero);
-            // With every v of every live lane at least 0 (the trial's min at most the
-            // smallest value), or every v below nmax + 1/2 (rounding to at most nmax), that
-            // bound of the clamp changes no code and is left out.
-            let below = V::any(V::and(live, lo_signed.lt(zero)));
-            let above = V::any(V::and(
-                live,
-                hi_signed.gt(V::splat(f32::from_bits((nmax as f32 + 0.5).to_bits() - 1))),
-            ));
-            let (sum_l, sum_l2, sum_xl) = match (V::any(unsafe_lanes), below, above) {
-                (true, _, _) => search_sums::<V, N, false, true, true>(
-                    x, w, iscale, min, nmax, level, &mut laux,
-                ),
-                (false, true, true) => {
-                    search_sums::<V, N, true, true, true>(x, w, iscale, min, nmax, level, &mut laux)
-                }
-                (false, true, false) => search_sums::<V, N, true, true, false>(
-                    x, w, iscale, min, nmax, level, &mut laux,
-                ),
-                (false, false, true) => search_sums::<V, N, true, false, true>(
-                    x, w, iscale, min, nmax, level, &mut laux,
-                ),
-                (false, false, false) => search_sums::<V, N, true, false, false>(
-                    x, w, iscale, min, nmax, level, &mut laux,
-                ),
-            };
-            let det = sum_w.mul(sum_l2).sub(sum_l.mul(sum_l));
-            let solvable = det.gt(zero);
-            let mut this_scale = sum_w.mul(sum_xl).sub(sum_x.mul(sum_l)).div(det);
-            let mut this_min = sum_l2.mul(sum_x).sub(sum_l.mul(sum_xl)).div(det);
-            let positive = this_min.gt(zero);
-            this_min = V::select(positive, zero, this_min);
-            this_scale = V::select(positive, sum_xl.div(sum_l2), this_scale);
-            let mut cur_error = zero;
-            for i in 0..N {
-                let diff = this_scale.mul(laux[i]).add(this_min).sub(x[i]);
-                cur_error = cur_error.add(w[i].mul(error_of::<V, MAD>(diff)));
-            }
-            let better = V::and(solvable, cur_error.lt(best_error));
-            best_error = V::select(better, cur_error, best_error);
-            scale = V::select(better, this_scale, scale);
-            min = V::select(better, this_min, min);
+            let num = rmin + rdelta * is as f32 + nmax as f32;
+            s.sums(x, w, nmax, num, level, &mut laux);
+            s.judge::<N, MAD>(x, w, &laux);
         }
     }
-    let scale = V::select(flat, zero, scale);
-    let min = V::select(flat, flat_min, min);
-    // `-min` is a sign flip (0 becomes -0, as in C).
-    (scale, min.mul(V::splat(-1.0)))
+    s.finish()
+}
+
+/// [`qkx_search`] for two groups of sub-blocks at once, `(x, w)` each, interleaved half a
+/// trial apart: each trial ends in a chain of dependent steps (the divisions that give the
+/// trial's scale and min; the comparison that decides the next trial's min and the
+/// division of its scale) that would leave the CPU waiting, and the other group's pass
+/// over its values fills that wait. Each group computes exactly what it would alone.
+#[inline(always)]
+pub(crate) fn qkx_search_two<V: Lanes, const N: usize, const MAD: bool>(
+    (xa, wa): (&[V; N], &[V; N]),
+    (xb, wb): (&[V; N], &[V; N]),
+    nmax: i32,
+    (rmin, rdelta, nstep): (f32, f32, i32),
+    level: Level,
+) -> [(V, V); 2] {
+    let mut a = QkxSearch::<V>::start::<N, MAD>(xa, wa, nmax);
+    let mut b = QkxSearch::<V>::start::<N, MAD>(xb, wb, nmax);
+    if nstep >= 1 {
+        let mut la = [V::splat(0.0); N];
+        let mut lb = [V::splat(0.0); N];
+        for is in 0..=nstep {
+            let num = rmin + rdelta * is as f32 + nmax as f32;
+            a.sums(xa, wa, nmax, num, level, &mut la);
+            if is > 0 {
+                b.judge::<N, MAD>(xb, wb, &lb);
+            }
+            a.judge::<N, MAD>(xa, wa, &la);
+            b.sums(xb, wb, nmax, num, level, &mut lb);
+        }
+        b.judge::<N, MAD>(xb, wb, &lb);
+    }
+    [a.finish(), b.finish()]
+}
+
+/// One group's state in the search of [`qkx_search`]: the first guess, then per trial
+/// [`QkxSearch::sums`] (the codes, into the caller's `laux`, and their fit) and
+/// [`QkxSearch::judge`] (its error against the best so far).
+struct QkxSearch<V: Lanes> {
+    min: V,
+    max: V,
+    xmin: V,
+    sum_w: V,
+    sum_x: V,
+    flat: V::Mask,
+    live: V::Mask,
+    flat_min: V,
+    scale: V,
+    best_error: V,
+    /// The current trial's scale and min, and whether its system was solvable.
+    this_scale: V,
+    this_min: V,
+    solvable: V::Mask,
+}
+
+impl<V: Lanes> QkxSearch<V> {
+    /// The ranges, weight sums and the first guess (`iscale = nmax/(max - min)`).
+    #[inline(always)]
+    fn start<const N: usize, const MAD: bool>(x: &[V; N], w: &[V; N], nmax: i32) -> Self {
+        let zero = V::splat(0.0);
+        let mut min = x[0];
+        let mut max = x[0];
+        let mut sum_w = w[0];
+        let mut sum_x = sum_w.mul(x[0]);
+        for i in 1..N {
+            min = V::select(x[i].lt(min), x[i], min);
+            max = V::select(x[i].gt(max), x[i], max);
+            sum_w = sum_w.add(w[i]);
+            sum_x = sum_x.add(w[i].mul(x[i]));
+        }
+        min = V::select(min.gt(zero), zero, min);
+        let flat = max.eq(min);
+        let live = max.gt(min);
+        let mut xmin = x[0];
+        for xi in &x[1..] {
+            xmin = V::select(xi.lt(xmin), *xi, xmin);
+        }
+        let range = max.sub(min);
+        let iscale = V::splat(nmax as f32).div(range);
+        let scale = V::splat(1.0).div(iscale);
+        let mut best_error = zero;
+        for i in 0..N {
+            let l = V::int_to_f32(V::clamp_int(
+                iscale.mul(x[i].sub(min)).nearest_int(),
+                0,
+                nmax,
+            ));
+            let diff = scale.mul(l).add(min).sub(x[i]);
+            best_error = best_error.add(w[i].mul(error_of::<V, MAD>(diff)));
+        }
+        QkxSearch {
+            min,
+            max,
+            xmin,
+            sum_w,
+            sum_x,
+            flat,
+            live,
+            flat_min: min,
+            scale,
+            best_error,
+            this_scale: zero,
+            this_min: zero,
+            solvable: live,
+        }
+    }
+
+    /// A trial: `iscale = num/(max - min)` (`num = rmin + rdelta*is + nmax`), its codes into
+    /// `laux`, and the least-squares scale and min they give.
+    #[inline(always)]
+    fn sums<const N: usize>(
+        &mut self,
+        x: &[V; N],
+        w: &[V; N],
+        nmax: i32,
+        num: f32,
+        level: Level,
+        laux: &mut [V; N],
+    ) {
+        let zero = V::splat(0.0);
+        let (min, max, xmin) = (self.min, self.max, self.xmin);
+        // `min` moves with each better fit, and the next trial scale uses it, as in C.
+        let iscale = V::splat(num).div(max.sub(min));
+        // v = iscale*(x - min) is monotonic in x, so every lane's v lies between its
+        // values at x = xmin and x = max. When each lane that matters (not flat) keeps
+        // both below 2^22 in magnitude (no NaN, no infinity), rounding in float is exact
+        // and cheaper; otherwise ggml's integer trick reproduces it for any v.
+        let limit = V::splat(4_194_304.0);
+        let lo_signed = iscale.mul(xmin.sub(min));
+        let hi_signed = iscale.mul(max.sub(min));
+        let lo = lo_signed.abs();
+        let hi = hi_signed.abs();
+        let safe = V::and(lo.lt(limit), hi.lt(limit));
+        let one = V::splat(1.0);
+        let unsafe_lanes = V::select(
+            V::select(safe, one, zero)
+                .add(V::select(self.flat, one, zero))
+                .eq(zero),
+            one,
+            zero,
+        )
+        .gt(zero);
+        // With every v of every live lane at least 0 (the trial's min at most the
+        // smallest value), or every v below nmax + 1/2 (rounding to at most nmax), that
+        // bound of the clamp changes no code and is left out.
+        let below = V::any(V::and(self.live, lo_signed.lt(zero)));
+        let above = V::any(V::and(
+            self.live,
+            hi_signed.gt(V::splat(f32::from_bits((nmax as f32 + 0.5).to_bits() - 1))),
+        ));
+        let (sum_l, sum_l2, sum_xl) = match (V::any(unsafe_lanes), below, above) {
+            (true, _, _) => {
+                search_sums::<V, N, false, true, true>(x, w, iscale, min, nmax, level, laux)
+            }
+            (false, true, true) => {
+                search_sums::<V, N, true, true, true>(x, w, iscale, min, nmax, level, laux)
+            }
+            (false, true, false) => {
+                search_sums::<V, N, true, true, false>(x, w, iscale, min, nmax, level, laux)
+            }
+            (false, false, true) => {
+                search_sums::<V, N, true, false, true>(x, w, iscale, min, nmax, level, laux)
+            }
+            (false, false, false) => {
+                search_sums::<V, N, true, false, false>(x, w, iscale, min, nmax, level, laux)
+            }
+        };
+        let (sum_w, sum_x) = (self.sum_w, self.sum_x);
+        let det = sum_w.mul(sum_l2).sub(sum_l.mul(sum_l));
+        self.solvable = det.gt(zero);
+        let this_scale = sum_w.mul(sum_xl).sub(sum_x.mul(sum_l)).div(det);
+        let this_min = sum_l2.mul(sum_x).sub(sum_l.mul(sum_xl)).div(det);
+        let positive = this_min.gt(zero);
+        self.this_min = V::select(positive, zero, this_min);
+        self.this_scale = V::select(positive, sum_xl.div(sum_l2), this_scale);
+    }
+
+    /// The trial's error, and the trial kept where it beats the best so far.
+    #[inline(always)]
+    fn judge<const N: usize, const MAD: bool>(&mut self, x: &[V; N], w: &[V; N], laux: &[V; N]) {
+        let (this_scale, this_min) = (self.this_scale, self.this_min);
+        let mut cur_error = V::splat(0.0);
+        for i in 0..N {
+            let diff = this_scale.mul(laux[i]).add(this_min).sub(x[i]);
+            cur_error = cur_error.add(w[i].mul(error_of::<V, MAD>(diff)));
+        }
+        let better = V::and(self.solvable, cur_error.lt(self.best_error));
+        self.best_error = V::select(better, cur_error, self.best_error);
+        self.scale = V::select(better, this_scale, self.scale);
+        self.min = V::select(better, this_min, self.min);
+    }
+
+    /// `(scale, the_min)`.
+    #[inline(always)]
+    fn finish(self) -> (V, V) {
+        let zero = V::splat(0.0);
+        let scale = V::select(self.flat, zero, self.scale);
+        let min = V::select(self.flat, self.flat_min, self.min);
+        // `-min` is a sign flip (0 becomes -0, as in C).
+        (scale, min.mul(V::splat(-1.0)))
+    }
 }
 
 /// `|diff|` with `MAD`, else `diff*diff`.
@@ -201,24 +319,16 @@ fn search_sums<
     for i in 0..N {
         let v = iscale.mul(x[i].sub(min));
         let q = match (level, FLOAT_ROUND) {
-            (Level::Qkx2, true) => {
+            // In float both levels are `max(min(round(v), nmax), 0)`: rounding is monotonic
+            // and fixes the integer `nmax`, so rounding the capped value (qkx3) is capping
+            // the rounded one, and every `v <= 0` rounds to at most 0. The bounds are taken
+            // on the bits (see `Lanes::min_bits`): no lane rounded in float is NaN.
+            (_, true) => {
                 let r = v.round_even();
-                let r = if CLAMP_LO { r.max(zero) } else { r };
-                if CLAMP_HI { r.min(nmax_f) } else { r }
+                let r = if CLAMP_HI { r.min_bits(nmax_f) } else { r };
+                if CLAMP_LO { r.max_zero_bits() } else { r }
             }
             (Level::Qkx2, false) => V::int_to_f32(V::clamp_int(v.nearest_int(), 0, nmax)),
-            (Level::Qkx3, true) => {
-                let capped = if CLAMP_HI {
-                    V::select(v.lt(nmax_f), v, nmax_f)
-                } else {
-                    v
-                };
-                if CLAMP_LO {
-                    V::select(v.gt(zero), capped.round_even(), zero)
-                } else {
-                    capped.round_even()
-                }
-            }
             (Level::Qkx3, false) => {
                 let capped = V::select(v.lt(nmax_f), v, nmax_f);
                 V::select(v.gt(zero), V::int_to_f32(capped.nearest_int()), zero)
@@ -258,13 +368,21 @@ pub(crate) fn importance_weights<V: Lanes, const N: usize>(
     qw: &[V; N],
     sigma2: V,
 ) -> ([V; N], V) {
-    let mut w = [V::splat(0.0); N];
+    let mut w = *qw;
+    let sum_w = weigh_in_place(x, sigma2, &mut w);
+    (w, sum_w)
+}
+
+/// [`importance_weights`] with the importance values in `w`, replaced by the weights;
+/// returns their sum.
+#[inline(always)]
+fn weigh_in_place<V: Lanes, const N: usize>(x: &[V; N], sigma2: V, w: &mut [V; N]) -> V {
     let mut sum_w = V::splat(0.0);
     for i in 0..N {
-        w[i] = qw[i].mul(sigma2.add(x[i].mul(x[i])).sqrt());
+        w[i] = w[i].mul(sigma2.add(x[i].mul(x[i])).sqrt());
         sum_w = sum_w.add(w[i]);
     }
-    (w, sum_w)
+    sum_w
 }
 
 /// The importance weights of sub-blocks `g..g + count` (`N` values each, the values `xt`
@@ -280,9 +398,25 @@ pub(crate) fn sub_block_weights<V: Lanes, const N: usize>(
     g: usize,
     count: usize,
 ) -> ([V; N], V) {
-    let wq: [V; N] = transpose(&qw[g * N..], count);
+    let mut w = [V::splat(0.0); N];
+    let sum_w = sub_block_weights_into(xt, qw, sigma2, per_super, g, count, &mut w);
+    (w, sum_w)
+}
+
+/// [`sub_block_weights`] into `w`; returns their sums.
+#[inline(always)]
+pub(crate) fn sub_block_weights_into<V: Lanes, const N: usize>(
+    xt: &[V; N],
+    qw: &[f32],
+    sigma2: &[f32],
+    per_super: usize,
+    g: usize,
+    count: usize,
+    w: &mut [V; N],
+) -> V {
+    transpose_into(&qw[g * N..], count, w);
     let s2: V = from_fn(|lane| sigma2.get((g + lane) / per_super).copied().unwrap_or(0.0));
-    importance_weights(xt, &wq, s2)
+    weigh_in_place(xt, s2, w)
 }
 
 /// The scale `make_qx_quants(16, nmax, x, L, 1, qw)` returns, for 16 values per lane;

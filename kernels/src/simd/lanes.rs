@@ -37,6 +37,16 @@ pub(crate) trait Lanes: Copy {
     fn max(self, o: Self) -> Self;
     /// Lane-wise minimum (only used where no lane that matters can be NaN).
     fn min(self, o: Self) -> Self;
+    /// `max(self, +0)` computed on the bit patterns as signed integers: a lane with its sign
+    /// bit set (a negative value, -0) becomes +0, any other stays. For every lane that is
+    /// not NaN this is the float maximum with +0; it runs on the integer units, which on
+    /// some CPUs (AMD Zen 4) sit beside the busy floating-point adders.
+    fn max_zero_bits(self) -> Self;
+    /// `min(self, hi)` computed on the bit patterns as signed integers, for `hi` positive
+    /// and finite in every lane: for every lane that is not NaN this is the float minimum
+    /// (non-negative floats order as their bits do, and every negative one, -0 included,
+    /// has a negative bit pattern). See [`Lanes::max_zero_bits`] for why.
+    fn min_bits(self, hi: Self) -> Self;
     /// The largest lane (for finite lanes a maximum is independent of order).
     fn hmax(self) -> f32;
     /// Rounding to the nearest integer, ties to even (exact, as `f32::round_ties_even`).
@@ -75,6 +85,12 @@ pub(crate) trait Lanes: Copy {
     fn load_f16(s: &[u8]) -> Self;
     /// Loads `N` bytes from `s[..N]`, each widened to the f32 of its unsigned value.
     fn load_u8(s: &[u8]) -> Self;
+    /// Loads `N` runs of `stride` values transposed: lane `j` of `out[i]` is
+    /// `x[j * stride + i]`, for every `i < out.len() <= stride`.
+    #[inline(always)]
+    fn load_transposed(x: &[f32], stride: usize, out: &mut [Self]) {
+        gather_columns(x, stride, 0, out);
+    }
     /// `table[i & 15]` per lane.
     #[inline(always)]
     fn lookup16(table: &[f32; 16], i: Self::Int) -> Self {
@@ -147,6 +163,25 @@ impl<V: Lanes> Lanes for Pair<V> {
     #[inline(always)]
     fn min(self, o: Self) -> Self {
         Pair(self.0.min(o.0), self.1.min(o.1))
+    }
+    #[inline(always)]
+    fn max_zero_bits(self) -> Self {
+        Pair(self.0.max_zero_bits(), self.1.max_zero_bits())
+    }
+    #[inline(always)]
+    fn min_bits(self, hi: Self) -> Self {
+        Pair(self.0.min_bits(hi.0), self.1.min_bits(hi.1))
+    }
+    #[inline(always)]
+    fn load_transposed(x: &[f32], stride: usize, out: &mut [Self]) {
+        let n = out.len();
+        let mut a = [V::splat(0.0); MAX_RUN];
+        let mut b = [V::splat(0.0); MAX_RUN];
+        V::load_transposed(x, stride, &mut a[..n]);
+        V::load_transposed(&x[V::N * stride..], stride, &mut b[..n]);
+        for (o, (&a, &b)) in out.iter_mut().zip(a.iter().zip(&b)) {
+            *o = Pair(a, b);
+        }
     }
     #[inline(always)]
     fn hmax(self) -> f32 {
@@ -280,21 +315,49 @@ pub(crate) fn abs_max<V: Lanes>(x: &[f32]) -> f32 {
     m.hmax()
 }
 
-/// Transposes `count` consecutive runs of `R` values (`count <= N`) so that vector `i`
-/// holds element `i` of each run; missing lanes are zero.
+/// Lane `j` of `out[i]` is `x[j * stride + first + i]`, one value at a time: the plain
+/// form of [`Lanes::load_transposed`].
+#[inline(always)]
+pub(crate) fn gather_columns<V: Lanes>(x: &[f32], stride: usize, first: usize, out: &mut [V]) {
+    let x = &x[..V::N * stride];
+    for (i, o) in out.iter_mut().enumerate() {
+        let mut buf = [0.0f32; MAX_LANES];
+        for (lane, b) in buf.iter_mut().enumerate().take(V::N) {
+            *b = x[lane * stride + first + i];
+        }
+        *o = V::load(&buf);
+    }
+}
+
+/// The longest run [`transpose`] takes.
+pub(crate) const MAX_RUN: usize = 32;
+
+/// Transposes `count` consecutive runs of `R` values (`count <= N`, `R <= MAX_RUN`) so
+/// that vector `i` holds element `i` of each run; missing lanes are zero.
 #[inline(always)]
 pub(crate) fn transpose<V: Lanes, const R: usize>(x: &[f32], count: usize) -> [V; R] {
-    let mut buf = [[0.0f32; MAX_LANES]; R];
-    for lane in 0..count {
-        for (i, row) in buf.iter_mut().enumerate() {
-            row[lane] = x[lane * R + i];
-        }
-    }
     let mut out = [V::splat(0.0); R];
-    for (o, row) in out.iter_mut().zip(&buf) {
-        *o = V::load(row);
-    }
+    transpose_into(x, count, &mut out);
     out
+}
+
+/// [`transpose`] into `out`.
+#[inline(always)]
+pub(crate) fn transpose_into<V: Lanes, const R: usize>(x: &[f32], count: usize, out: &mut [V; R]) {
+    if count == V::N {
+        // The next group's values, while this one is searched.
+        let next = &x[(V::N * R).min(x.len())..];
+        super::prefetch(&next[..next.len().min(V::N * R)]);
+        V::load_transposed(x, R, out);
+        return;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        let mut buf = [0.0f32; MAX_LANES];
+        for (lane, b) in buf.iter_mut().enumerate().take(count) {
+            *b = x[lane * R + i];
+        }
+        *o = V::load(&buf);
+    }
 }
 
 /// Checks of the operations whose ISA implementations are not plain IEEE arithmetic, run
@@ -365,6 +428,64 @@ pub(crate) mod checks {
                 let want = crate::num::fp16_to_fp32(h);
                 assert_eq!(v.to_bits(), want.to_bits(), "f32 of fp16 {h:#06x}");
             }
+        }
+    }
+
+    /// `load_transposed` and `transpose` against their definition, for the run lengths
+    /// the codecs use and shorter outputs, whole groups and partial ones; and the two
+    /// operations on bit patterns against the float minimum and maximum.
+    #[inline(always)]
+    pub(crate) fn transpose_and_bits<V: Lanes>() {
+        let x: Vec<f32> = (0..V::N * 32).map(|i| i as f32 + 0.25).collect();
+        let mut lanes = [0.0f32; MAX_LANES];
+        for stride in [16usize, 32] {
+            for len in [1usize, 5, 8, 16, stride] {
+                let mut out = [V::splat(0.0); 32];
+                V::load_transposed(&x, stride, &mut out[..len]);
+                for (i, o) in out[..len].iter().enumerate() {
+                    o.store(&mut lanes);
+                    for (j, &v) in lanes[..V::N].iter().enumerate() {
+                        assert_eq!(v, x[j * stride + i], "stride {stride}, {len} vectors");
+                    }
+                }
+            }
+        }
+        for count in [1, V::N / 2, V::N] {
+            let out: [V; 32] = super::transpose(&x, count);
+            for (i, o) in out.iter().enumerate() {
+                o.store(&mut lanes);
+                for (j, &v) in lanes[..V::N].iter().enumerate() {
+                    let want = if j < count { x[j * 32 + i] } else { 0.0 };
+                    assert_eq!(v, want, "{count} runs, vector {i}");
+                }
+            }
+        }
+        let values = [
+            -f32::MAX,
+            -3.0,
+            -0.5,
+            -0.0,
+            0.0,
+            1e-40,
+            0.5,
+            14.5,
+            15.0,
+            15.5,
+            16.0,
+            f32::MAX,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ];
+        for &a in &values {
+            let (lo, hi) = (
+                V::splat(a).max_zero_bits(),
+                V::splat(a).min_bits(V::splat(15.0)),
+            );
+            lo.store(&mut lanes);
+            let want = if a > 0.0 { a } else { 0.0 };
+            assert_eq!(lanes[0].to_bits(), want.to_bits(), "max({a}, +0)");
+            hi.store(&mut lanes);
+            assert_eq!(lanes[0], a.min(15.0), "min({a}, 15)");
         }
     }
 }

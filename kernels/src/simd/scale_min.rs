@@ -5,9 +5,10 @@
 //! elements. Mirrors `scalar::kquant::quantize_scale_min_super_block`.
 
 use super::kquant::{
-    Level, SubBlockSearch, qkx_search, search_sub_blocks, store_lanes, sub_block_weights,
+    Level, SubBlockSearch, qkx_search, qkx_search_two, search_sub_blocks, store_lanes,
+    sub_block_weights_into,
 };
-use super::lanes::{Lanes, from_fn, transpose};
+use super::lanes::{Lanes, from_fn, transpose_into};
 use crate::blocks::QK_K;
 use crate::scalar::kquant::{
     ScaleMinFormat, ScaleMinSuperBlock, choose_scale_min_codes, get_scale_min_k4, search_sub_block,
@@ -83,33 +84,74 @@ struct Search<'a> {
     sw: Vec<f32>,
 }
 
-impl SubBlockSearch for Search<'_> {
+impl Search<'_> {
+    /// The transposed values of sub-blocks `g..g + count` and their search weights (with
+    /// an importance matrix also storing their sums in `sw`).
     #[inline(always)]
-    fn group<V: Lanes>(&mut self, g: usize, count: usize) {
-        let xt: [V; 32] = transpose(&self.x[g * 32..], count);
-        let zero = V::splat(0.0);
-        let format = self.format;
-        let (scale, min) = match (self.qw, self.sigma2) {
+    fn values_and_weights<V: Lanes>(
+        &mut self,
+        g: usize,
+        count: usize,
+        xt: &mut [V; 32],
+        w: &mut [V; 32],
+    ) {
+        transpose_into(&self.x[g * 32..], count, xt);
+        match (self.qw, self.sigma2) {
             (Some(qw), Some(sigma2)) => {
-                let (w, sum_w) = sub_block_weights(&xt, qw, sigma2, 8, g, count);
+                let sum_w = sub_block_weights_into(xt, qw, sigma2, 8, g, count, w);
                 store_lanes(sum_w, &mut self.sw[g..g + count]);
-                qkx_search::<V, 32, false>(&xt, &w, format.nmax, (-0.9, 0.05, 36), Level::Qkx3)
             }
             _ => {
-                let mut ss = zero;
-                for xi in &xt {
+                let mut ss = V::splat(0.0);
+                for xi in xt.iter() {
                     ss = ss.add(xi.mul(*xi));
                 }
                 let av_x = ss.div(V::splat(32.0)).sqrt();
-                let mut w = [zero; 32];
                 for i in 0..32 {
                     w[i] = av_x.add(xt[i].abs());
                 }
-                qkx_search::<V, 32, false>(&xt, &w, format.nmax, format.ref_search, Level::Qkx2)
             }
-        };
+        }
+    }
+
+    /// The search's parameters: qkx3's with an importance matrix, else the format's qkx2.
+    fn params(&self) -> ((f32, f32, i32), Level) {
+        match self.qw {
+            Some(_) => ((-0.9, 0.05, 36), Level::Qkx3),
+            None => (self.format.ref_search, Level::Qkx2),
+        }
+    }
+
+    /// Stores the scales and mins found for sub-blocks `g..g + count`.
+    #[inline(always)]
+    fn store<V: Lanes>(&mut self, g: usize, count: usize, (scale, min): (V, V)) {
         store_lanes(scale, &mut self.scales[g..g + count]);
         store_lanes(min, &mut self.mins[g..g + count]);
+    }
+}
+
+impl SubBlockSearch for Search<'_> {
+    #[inline(always)]
+    fn group<V: Lanes>(&mut self, g: usize, count: usize) {
+        let zero = V::splat(0.0);
+        let (mut xt, mut w) = ([zero; 32], [zero; 32]);
+        self.values_and_weights::<V>(g, count, &mut xt, &mut w);
+        let (search, level) = self.params();
+        let found = qkx_search::<V, 32, false>(&xt, &w, self.format.nmax, search, level);
+        self.store(g, count, found);
+    }
+
+    #[inline(always)]
+    fn two_groups<V: Lanes>(&mut self, g: usize) {
+        let zero = V::splat(0.0);
+        let (mut xa, mut wa, mut xb, mut wb) = ([zero; 32], [zero; 32], [zero; 32], [zero; 32]);
+        self.values_and_weights::<V>(g, V::N, &mut xa, &mut wa);
+        self.values_and_weights::<V>(g + V::N, V::N, &mut xb, &mut wb);
+        let (search, level) = self.params();
+        let [a, b] =
+            qkx_search_two::<V, 32, false>((&xa, &wa), (&xb, &wb), self.format.nmax, search, level);
+        self.store(g, V::N, a);
+        self.store(g + V::N, V::N, b);
     }
 }
 

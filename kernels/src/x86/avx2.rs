@@ -84,6 +84,26 @@ impl Lanes for Avx2 {
         unsafe { Avx2(_mm256_min_ps(self.0, o.0)) }
     }
     #[inline(always)]
+    fn max_zero_bits(self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe {
+            Avx2(_mm256_castsi256_ps(_mm256_max_epi32(
+                _mm256_castps_si256(self.0),
+                _mm256_setzero_si256(),
+            )))
+        }
+    }
+    #[inline(always)]
+    fn min_bits(self, hi: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe {
+            Avx2(_mm256_castsi256_ps(_mm256_min_epi32(
+                _mm256_castps_si256(self.0),
+                _mm256_castps_si256(hi.0),
+            )))
+        }
+    }
+    #[inline(always)]
     fn hmax(self) -> f32 {
         // SAFETY: see the impl comment.
         unsafe {
@@ -271,5 +291,7 @@ mod tests {
         crate::simd::lanes::checks::store_f16::<super::Avx2>();
         crate::simd::lanes::checks::load_f16::<super::Avx2>();
         crate::simd::lanes::checks::round_half_away_int::<super::Avx2>();
+        crate::simd::lanes::checks::transpose_and_bits::<super::Avx2>();
+        crate::simd::lanes::checks::transpose_and_bits::<crate::simd::lanes::Pair<super::Avx2>>();
     }
 }

@@ -78,6 +78,26 @@ impl Lanes for Avx512 {
         unsafe { Avx512(_mm512_min_ps(self.0, o.0)) }
     }
     #[inline(always)]
+    fn max_zero_bits(self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe {
+            Avx512(_mm512_castsi512_ps(_mm512_max_epi32(
+                _mm512_castps_si512(self.0),
+                _mm512_setzero_si512(),
+            )))
+        }
+    }
+    #[inline(always)]
+    fn min_bits(self, hi: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe {
+            Avx512(_mm512_castsi512_ps(_mm512_min_epi32(
+                _mm512_castps_si512(self.0),
+                _mm512_castps_si512(hi.0),
+            )))
+        }
+    }
+    #[inline(always)]
     fn hmax(self) -> f32 {
         // SAFETY: see the impl comment.
         unsafe { _mm512_reduce_max_ps(self.0) }
@@ -161,6 +181,21 @@ impl Lanes for Avx512 {
         unsafe { Avx512Int(_mm512_srai_epi32::<24>(_mm512_slli_epi32::<24>(i.0))) }
     }
     #[inline(always)]
+    fn load_transposed(x: &[f32], stride: usize, out: &mut [Self]) {
+        let whole = out.len() / 16 * 16;
+        let (blocks, rest) = out.split_at_mut(whole);
+        for (c, block) in blocks.chunks_exact_mut(16).enumerate() {
+            let mut rows = [Self::splat(0.0); 16];
+            for (j, r) in rows.iter_mut().enumerate() {
+                *r = Self::load(&x[j * stride + 16 * c..]);
+            }
+            // SAFETY: see the impl comment.
+            unsafe { transpose16(&mut rows) };
+            block.copy_from_slice(&rows);
+        }
+        crate::simd::lanes::gather_columns(x, stride, whole, rest);
+    }
+    #[inline(always)]
     fn lookup16(table: &[f32; 16], i: Avx512Int) -> Self {
         // SAFETY: see the impl comment; `table` holds 16 floats.
         unsafe { Avx512(_mm512_permutexvar_ps(i.0, _mm512_loadu_ps(table.as_ptr()))) }
@@ -212,6 +247,42 @@ impl Lanes for Avx512 {
     }
 }
 
+/// Transposes a 16x16 matrix of f32 held as 16 rows: interleaves of pairs of rows, then of
+/// pairs of pairs, then 128-bit quarters twice.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[inline(always)]
+unsafe fn transpose16(r: &mut [Avx512; 16]) {
+    // SAFETY: register-only intrinsics; the caller guarantees AVX-512F.
+    unsafe {
+        let mut t = [_mm512_setzero_ps(); 16];
+        for k in 0..8 {
+            t[2 * k] = _mm512_unpacklo_ps(r[2 * k].0, r[2 * k + 1].0);
+            t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k].0, r[2 * k + 1].0);
+        }
+        let mut u = [_mm512_setzero_ps(); 16];
+        for k in 0..4 {
+            let b = 4 * k;
+            u[b] = _mm512_shuffle_ps::<0x44>(t[b], t[b + 2]);
+            u[b + 1] = _mm512_shuffle_ps::<0xee>(t[b], t[b + 2]);
+            u[b + 2] = _mm512_shuffle_ps::<0x44>(t[b + 1], t[b + 3]);
+            u[b + 3] = _mm512_shuffle_ps::<0xee>(t[b + 1], t[b + 3]);
+        }
+        for k in 0..2 {
+            let b = 8 * k;
+            for j in 0..4 {
+                t[b + j] = _mm512_shuffle_f32x4::<0x88>(u[b + j], u[b + 4 + j]);
+                t[b + 4 + j] = _mm512_shuffle_f32x4::<0xdd>(u[b + j], u[b + 4 + j]);
+            }
+        }
+        for j in 0..8 {
+            r[j] = Avx512(_mm512_shuffle_f32x4::<0x88>(t[j], t[8 + j]));
+            r[8 + j] = Avx512(_mm512_shuffle_f32x4::<0xdd>(t[j], t[8 + j]));
+        }
+    }
+}
+
 crate::simd::simd_entry_points!(Avx512, "avx512f,avx512bw,avx512vl,avx2");
 
 #[cfg(test)]
@@ -231,6 +302,8 @@ mod tests {
         crate::simd::lanes::checks::store_f16::<super::Avx512>();
         crate::simd::lanes::checks::load_f16::<super::Avx512>();
         crate::simd::lanes::checks::round_half_away_int::<super::Avx512>();
+        crate::simd::lanes::checks::transpose_and_bits::<super::Avx512>();
+        crate::simd::lanes::checks::transpose_and_bits::<crate::simd::lanes::Pair<super::Avx512>>();
         crate::simd::lanes::checks::load_f16::<crate::simd::lanes::Pair<super::Avx512>>();
     }
 }

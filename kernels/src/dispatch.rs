@@ -129,11 +129,14 @@ impl Codec {
         if simd::has_path(ty) { isa } else { Isa::Scalar }
     }
 
-    /// Runs whole rows through this codec's path, one at a time. While a row is quantized
-    /// the start of the next one is on its way into the cache: the SIMD searches read
-    /// their input a group of sub-blocks at a time, each group in a new page, where the
-    /// CPU's own prefetching starts over (within a row each group fetches the next, see
-    /// `simd::lanes::transpose`).
+    /// Runs whole rows through this codec's path, a span of rows (at least
+    /// `CHECK_FLOATS` values) at a time: the span is first checked for NaN and infinity,
+    /// which also brings it into the cache, then quantized row by row. While a span is
+    /// quantized the start of the next one is on its way into the cache: the SIMD
+    /// searches read their input a group of sub-blocks at a time, each group in a new
+    /// page, where the CPU's own prefetching starts over (within a row each group fetches
+    /// the next, see `simd::lanes::transpose`). Stops at the first non-finite value and
+    /// returns its index in `src`; the rows before it are quantized.
     fn quantize_rows(
         &self,
         src: &[f32],
@@ -141,16 +144,26 @@ impl Codec {
         w: Option<&[f32]>,
         dst: &mut [u8],
         row_size: usize,
-    ) {
-        for (r, (x, y)) in src
-            .chunks_exact(n_per_row)
-            .zip(dst.chunks_exact_mut(row_size))
+    ) -> std::result::Result<(), usize> {
+        let span = CHECK_FLOATS.div_ceil(n_per_row) * n_per_row;
+        for (s, (xs, ys)) in src
+            .chunks(span)
+            .zip(dst.chunks_mut(span / n_per_row * row_size))
             .enumerate()
         {
-            let next = &src[((r + 1) * n_per_row).min(src.len())..];
+            if let Some(i) = self.first_non_finite(xs) {
+                return Err(s * span + i);
+            }
+            let next = &src[((s + 1) * span).min(src.len())..];
             simd::prefetch(&next[..next.len().min(simd::PREFETCH_FLOATS)]);
-            self.quantize_one_row(x, w, y);
+            for (x, y) in xs
+                .chunks_exact(n_per_row)
+                .zip(ys.chunks_exact_mut(row_size))
+            {
+                self.quantize_one_row(x, w, y);
+            }
         }
+        Ok(())
     }
 
     /// Runs one row through this codec's path.
@@ -210,7 +223,8 @@ impl Codec {
         let Some(row_size) = self.check_quantize(src, n_per_row, imatrix, dst)? else {
             return Ok(0);
         };
-        self.quantize_rows(src, n_per_row, imatrix, dst, row_size);
+        self.quantize_rows(src, n_per_row, imatrix, dst, row_size)
+            .map_err(|index| non_finite(src, index))?;
         Ok(dst.len())
     }
 
@@ -229,10 +243,22 @@ impl Codec {
         };
         // Rows per task: about `PAR_TASK_BYTES` of input each, at least one row.
         let rows = (PAR_TASK_BYTES / 4 / n_per_row).max(1);
-        src.par_chunks(rows * n_per_row)
+        // Each task stops at its first non-finite value; the first of those is the first
+        // of the whole source.
+        let first_bad = src
+            .par_chunks(rows * n_per_row)
             .zip(dst.par_chunks_mut(rows * row_size))
-            .for_each(|(xs, ys)| self.quantize_rows(xs, n_per_row, imatrix, ys, row_size));
-        Ok(dst.len())
+            .enumerate()
+            .filter_map(|(t, (xs, ys))| {
+                self.quantize_rows(xs, n_per_row, imatrix, ys, row_size)
+                    .err()
+                    .map(|index| t * rows * n_per_row + index)
+            })
+            .min();
+        match first_bad {
+            Some(index) => Err(non_finite(src, index)),
+            None => Ok(dst.len()),
+        }
     }
 
     /// Checks the arguments of a quantization; `Ok(None)` for an empty source, else the
@@ -277,12 +303,6 @@ impl Codec {
                     value: w[index],
                 });
             }
-        }
-        if let Some(index) = self.first_non_finite(src) {
-            return Err(Error::NonFinite {
-                index,
-                value: src[index],
-            });
         }
         Ok(Some(row_size))
     }
@@ -344,6 +364,10 @@ impl Codec {
 /// Input bytes (f32) per parallel task: small enough to balance, large enough to amortize.
 const PAR_TASK_BYTES: usize = 256 << 10;
 
+/// The values a quantizer checks for NaN and infinity before quantizing them (rounded up
+/// to whole rows): few enough that they are still in the cache when quantized.
+const CHECK_FLOATS: usize = 4096;
+
 /// The index of the first NaN or infinity. Scans in chunks with a branch-free test the
 /// compiler vectorizes, and looks for the exact index only in a chunk that has one.
 fn first_non_finite(src: &[f32]) -> Option<usize> {
@@ -354,6 +378,14 @@ fn first_non_finite(src: &[f32]) -> Option<usize> {
         });
         (bad != 0).then(|| c * CHUNK + chunk.iter().position(|v| !v.is_finite()).unwrap_or(0))
     })
+}
+
+/// The error for the non-finite value at `src[index]`.
+fn non_finite(src: &[f32], index: usize) -> Error {
+    Error::NonFinite {
+        index,
+        value: src[index],
+    }
 }
 
 fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<()> {

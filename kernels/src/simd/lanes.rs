@@ -345,9 +345,6 @@ pub(crate) fn transpose<V: Lanes, const R: usize>(x: &[f32], count: usize) -> [V
 #[inline(always)]
 pub(crate) fn transpose_into<V: Lanes, const R: usize>(x: &[f32], count: usize, out: &mut [V; R]) {
     if count == V::N {
-        // The next group's values, while this one is searched.
-        let next = &x[(V::N * R).min(x.len())..];
-        super::prefetch(&next[..next.len().min(V::N * R)]);
         V::load_transposed(x, R, out);
         return;
     }

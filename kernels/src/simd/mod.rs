@@ -138,10 +138,6 @@ pub(crate) fn first_non_finite(x: &[f32]) -> Option<usize> {
     })
 }
 
-/// How many values ahead of their use the row loops ask the cache for (4 KiB: a group of
-/// 32 sub-blocks of 32 values).
-pub(crate) const PREFETCH_FLOATS: usize = 1024;
-
 /// Asks the CPU to bring every cache line of `x` into its caches, without waiting for
 /// them (a hint: it changes no result, and does nothing where there is no such
 /// instruction).

@@ -53,8 +53,9 @@ impl Isa {
             }
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => {
-                cpufeatures::new!(has_avx512, "avx512f", "avx512bw", "avx512vl");
-                has_avx512::get()
+                // The entry points also enable AVX2 and F16C (their `Narrow` lanes).
+                cpufeatures::new!(has_avx512, "avx512f", "avx512bw", "avx512vl", "avx2");
+                has_avx512::get() && std::arch::is_x86_feature_detected!("f16c")
             }
             #[cfg(target_arch = "aarch64")]
             Isa::Neon => cfg!(target_feature = "neon"),

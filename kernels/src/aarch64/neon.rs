@@ -19,6 +19,7 @@ impl Lanes for Neon {
     const N: usize = 4;
     type Mask = uint32x4_t;
     type Int = NeonInt;
+    type Narrow = Neon;
 
     #[inline(always)]
     fn splat(v: f32) -> Self {
@@ -221,6 +222,15 @@ impl Lanes for Neon {
         unsafe {
             let bytes = vcreate_u8(u64::from(word));
             Neon(vcvtq_f32_u32(vmovl_u16(vget_low_u16(vmovl_u8(bytes)))))
+        }
+    }
+    #[inline(always)]
+    fn load_i8(s: &[i8]) -> Self {
+        let word = u32::from_le_bytes([s[0], s[1], s[2], s[3]].map(|b| b as u8));
+        // SAFETY: see the impl comment; register operations only.
+        unsafe {
+            let bytes = vcreate_s8(u64::from(word));
+            Neon(vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(bytes)))))
         }
     }
     #[inline(always)]

@@ -21,6 +21,10 @@ pub(crate) trait Lanes: Copy {
     type Mask: Copy;
     /// `N` i32 lanes.
     type Int: Copy;
+    /// The ISA's 256-bit (or only) lanes, usable wherever `Self` is, for loops bound by
+    /// memory writes: on AMD Zen 4, 512-bit stores stream to memory more slowly than
+    /// 256-bit ones.
+    type Narrow: Lanes;
 
     fn splat(v: f32) -> Self;
     /// Loads `s[..N]`.
@@ -85,6 +89,8 @@ pub(crate) trait Lanes: Copy {
     fn load_f16(s: &[u8]) -> Self;
     /// Loads `N` bytes from `s[..N]`, each widened to the f32 of its unsigned value.
     fn load_u8(s: &[u8]) -> Self;
+    /// Loads `N` signed bytes from `s[..N]`, each widened to the f32 of its value.
+    fn load_i8(s: &[i8]) -> Self;
     /// Loads `N` runs of `stride` values transposed: lane `j` of `out[i]` is
     /// `x[j * stride + i]`, for every `i < out.len() <= stride`.
     #[inline(always)]
@@ -117,6 +123,7 @@ impl<V: Lanes> Lanes for Pair<V> {
     const N: usize = 2 * V::N;
     type Mask = (V::Mask, V::Mask);
     type Int = (V::Int, V::Int);
+    type Narrow = V::Narrow;
 
     #[inline(always)]
     fn splat(v: f32) -> Self {
@@ -248,6 +255,10 @@ impl<V: Lanes> Lanes for Pair<V> {
     #[inline(always)]
     fn load_u8(s: &[u8]) -> Self {
         Pair(V::load_u8(&s[..V::N]), V::load_u8(&s[V::N..2 * V::N]))
+    }
+    #[inline(always)]
+    fn load_i8(s: &[i8]) -> Self {
+        Pair(V::load_i8(&s[..V::N]), V::load_i8(&s[V::N..2 * V::N]))
     }
     #[inline(always)]
     fn store_u8(i: Self::Int, s: &mut [u8]) {

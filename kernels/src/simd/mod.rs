@@ -100,7 +100,7 @@ pub(crate) fn dequantize<V: Lanes>(ty: GgmlType, x: &[u8], y: &mut [f32]) {
         Q4_K => scalar::q4_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q5_K => scalar::q5_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q6_K => scalar::q6_k::dequantize_row(bytemuck::cast_slice(x), y),
-        Q8_0 => scalar::q8_0::dequantize_row(bytemuck::cast_slice(x), y),
+        Q8_0 => q_0::dequantize_q8_0::<V::Narrow>(bytemuck::cast_slice(x), y),
         Q8_K => scalar::q8_k::dequantize_row(bytemuck::cast_slice(x), y),
         IQ4_NL => scalar::iq4_nl::dequantize_row(bytemuck::cast_slice(x), y),
         IQ4_XS => scalar::iq4_xs::dequantize_row(bytemuck::cast_slice(x), y),

@@ -19,6 +19,7 @@ impl Lanes for Avx512 {
     const N: usize = 16;
     type Mask = __mmask16;
     type Int = Avx512Int;
+    type Narrow = crate::x86::avx2::Avx2;
 
     #[inline(always)]
     fn splat(v: f32) -> Self {
@@ -239,6 +240,16 @@ impl Lanes for Avx512 {
         }
     }
     #[inline(always)]
+    fn load_i8(s: &[i8]) -> Self {
+        let s = &s[..16];
+        // SAFETY: see the impl comment; `s` holds 16 bytes.
+        unsafe {
+            Avx512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                s.as_ptr().cast(),
+            ))))
+        }
+    }
+    #[inline(always)]
     fn load_f16(s: &[u8]) -> Self {
         let s = &s[..32];
         // SAFETY: see the impl comment; `s` holds 16 halves. vcvtph2ps is exact, and
@@ -283,7 +294,7 @@ unsafe fn transpose16(r: &mut [Avx512; 16]) {
     }
 }
 
-crate::simd::simd_entry_points!(Avx512, "avx512f,avx512bw,avx512vl,avx2");
+crate::simd::simd_entry_points!(Avx512, "avx512f,avx512bw,avx512vl,avx2,f16c");
 
 #[cfg(test)]
 mod tests {
@@ -297,7 +308,7 @@ mod tests {
         unsafe { check() }
     }
 
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,f16c")]
     fn check() {
         crate::simd::lanes::checks::store_f16::<super::Avx512>();
         crate::simd::lanes::checks::load_f16::<super::Avx512>();

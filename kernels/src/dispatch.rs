@@ -132,11 +132,8 @@ impl Codec {
 
     /// Runs whole rows through this codec's path, a span of rows (at least
     /// `CHECK_FLOATS` values) at a time: the span is first checked for NaN and infinity,
-    /// which also brings it into the cache, then quantized row by row. While a span is
-    /// quantized the next one is on its way into the cache (the SIMD searches read their
-    /// input a group of sub-blocks at a time, each group in a new page, where the CPU's
-    /// own prefetching would start over). Stops at the first non-finite value and returns
-    /// its index in `src`; the rows before it are quantized.
+    /// which also brings it into the cache, then quantized row by row. Stops at the first
+    /// non-finite value and returns its index in `src`; the rows before it are quantized.
     fn quantize_rows(
         &self,
         src: &[f32],
@@ -154,8 +151,6 @@ impl Codec {
             if let Some(i) = self.first_non_finite(xs) {
                 return Err(s * span + i);
             }
-            let next = &src[((s + 1) * span).min(src.len())..];
-            simd::prefetch(&next[..next.len().min(span)]);
             for (x, y) in xs
                 .chunks_exact(n_per_row)
                 .zip(ys.chunks_exact_mut(row_size))

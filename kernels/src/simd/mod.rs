@@ -138,25 +138,6 @@ pub(crate) fn first_non_finite(x: &[f32]) -> Option<usize> {
     })
 }
 
-/// Asks the CPU to bring every cache line of `x` into its caches, without waiting for
-/// them (a hint: it changes no result, and does nothing where there is no such
-/// instruction).
-#[inline(always)]
-pub(crate) fn prefetch(x: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in x.chunks(16) {
-        // SAFETY: a prefetch reads nothing the program sees and cannot fault; SSE is part
-        // of x86-64.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast(),
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
-}
-
 /// Generates an ISA's `#[target_feature]` entry points over its `Lanes` type.
 macro_rules! simd_entry_points {
     ($lanes:ty, $features:literal) => {

@@ -92,7 +92,8 @@ pub(crate) trait Lanes: Copy {
     /// Loads `N` signed bytes from `s[..N]`, each widened to the f32 of its value.
     fn load_i8(s: &[i8]) -> Self;
     /// Loads `N` runs of `stride` values transposed: lane `j` of `out[i]` is
-    /// `x[j * stride + i]`, for every `i < out.len() <= stride`.
+    /// `x[j * stride + i]`, for every `i < out.len() <= stride` (`x` needs to reach no
+    /// further than the last lane's last value).
     #[inline(always)]
     fn load_transposed(x: &[f32], stride: usize, out: &mut [Self]) {
         gather_columns(x, stride, 0, out);
@@ -330,7 +331,7 @@ pub(crate) fn abs_max<V: Lanes>(x: &[f32]) -> f32 {
 /// form of [`Lanes::load_transposed`].
 #[inline(always)]
 pub(crate) fn gather_columns<V: Lanes>(x: &[f32], stride: usize, first: usize, out: &mut [V]) {
-    let x = &x[..V::N * stride];
+    let x = &x[..(V::N - 1) * stride + first + out.len()];
     for (i, o) in out.iter_mut().enumerate() {
         let mut buf = [0.0f32; MAX_LANES];
         for (lane, b) in buf.iter_mut().enumerate().take(V::N) {

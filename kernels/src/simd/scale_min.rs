@@ -184,15 +184,26 @@ pub(crate) fn super_block_sums<V: Lanes>(x: &[f32]) -> Vec<f32> {
     for g in (0..nb).step_by(V::N) {
         let count = V::N.min(nb - g);
         let mut acc = V::splat(0.0);
-        for i in 0..QK_K {
-            let v: V = from_fn(|lane| {
-                if lane < count {
-                    x[(g + lane) * QK_K + i]
-                } else {
-                    0.0
+        if count == V::N {
+            // 16 values of every super-block at a time, transposed.
+            let mut cols = [V::splat(0.0); 16];
+            for c in (0..QK_K).step_by(16) {
+                V::load_transposed(&x[g * QK_K + c..], QK_K, &mut cols);
+                for v in &cols {
+                    acc = acc.add(v.mul(*v));
                 }
-            });
-            acc = acc.add(v.mul(v));
+            }
+        } else {
+            for i in 0..QK_K {
+                let v: V = from_fn(|lane| {
+                    if lane < count {
+                        x[(g + lane) * QK_K + i]
+                    } else {
+                        0.0
+                    }
+                });
+                acc = acc.add(v.mul(v));
+            }
         }
         store_lanes(acc, &mut out[g..g + count]);
     }

@@ -17,8 +17,10 @@ type Kernel = unsafe fn(u64);
 mod kernels {
     use std::arch::asm;
 
-    /// Generates a function running `ITERS` iterations of twelve 512-bit operations,
-    /// one on each of zmm0..zmm11, each reading its own result of the iteration before.
+    /// Generates a function running `ITERS` iterations of its 512-bit operations (up to
+    /// seventeen: one on each of zmm0..zmm11 and zmm14..zmm18), each reading its own result
+    /// of the iteration before, so that only the execution units limit them. zmm12 holds 1
+    /// and zmm13 a tiny value, as operands.
     macro_rules! chains {
         ($name:ident, $($op:literal),+ $(,)?) => {
             /// # Safety
@@ -34,6 +36,8 @@ mod kernels {
                         "vmovaps zmm3, zmm12", "vmovaps zmm4, zmm12", "vmovaps zmm5, zmm12",
                         "vmovaps zmm6, zmm12", "vmovaps zmm7, zmm12", "vmovaps zmm8, zmm12",
                         "vmovaps zmm9, zmm12", "vmovaps zmm10, zmm12", "vmovaps zmm11, zmm12",
+                        "vmovaps zmm14, zmm12", "vmovaps zmm15, zmm12", "vmovaps zmm16, zmm12",
+                        "vmovaps zmm17, zmm12", "vmovaps zmm18, zmm12",
                         "2:",
                         $($op,)+
                         "dec {n}",
@@ -44,7 +48,8 @@ mod kernels {
                         out("zmm0") _, out("zmm1") _, out("zmm2") _, out("zmm3") _,
                         out("zmm4") _, out("zmm5") _, out("zmm6") _, out("zmm7") _,
                         out("zmm8") _, out("zmm9") _, out("zmm10") _, out("zmm11") _,
-                        out("zmm12") _, out("zmm13") _,
+                        out("zmm12") _, out("zmm13") _, out("zmm14") _, out("zmm15") _,
+                        out("zmm16") _, out("zmm17") _, out("zmm18") _,
                         options(nostack),
                     );
                 }
@@ -97,49 +102,10 @@ mod kernels {
         "vmaxps zmm10, zmm10, zmm13",
         "vmaxps zmm11, zmm11, zmm13",
     );
-    /// Generates a function running `ITERS` iterations of seventeen 512-bit operations,
-    /// one on each of zmm0..zmm11 and zmm14..zmm18, each reading its own result of the
-    /// iteration before (so that, as in the search, only the execution units limit them).
-    macro_rules! chains17 {
-        ($name:ident, $($op:literal),+ $(,)?) => {
-            /// # Safety
-            /// The CPU must have AVX-512F.
-            #[target_feature(enable = "avx512f")]
-            pub unsafe fn $name(iters: u64) {
-                // SAFETY: register-only operations on registers declared clobbered.
-                unsafe {
-                    asm!(
-                        "vbroadcastss zmm12, [{one}]",
-                        "vbroadcastss zmm13, [{tiny}]",
-                        "vmovaps zmm0, zmm12", "vmovaps zmm1, zmm12", "vmovaps zmm2, zmm12",
-                        "vmovaps zmm3, zmm12", "vmovaps zmm4, zmm12", "vmovaps zmm5, zmm12",
-                        "vmovaps zmm6, zmm12", "vmovaps zmm7, zmm12", "vmovaps zmm8, zmm12",
-                        "vmovaps zmm9, zmm12", "vmovaps zmm10, zmm12", "vmovaps zmm11, zmm12",
-                        "vmovaps zmm14, zmm12", "vmovaps zmm15, zmm12", "vmovaps zmm16, zmm12",
-                        "vmovaps zmm17, zmm12", "vmovaps zmm18, zmm12",
-                        "2:",
-                        $($op,)+
-                        "dec {n}",
-                        "jnz 2b",
-                        one = in(reg) &1.0f32,
-                        tiny = in(reg) &1e-7f32,
-                        n = inout(reg) iters => _,
-                        out("zmm0") _, out("zmm1") _, out("zmm2") _, out("zmm3") _,
-                        out("zmm4") _, out("zmm5") _, out("zmm6") _, out("zmm7") _,
-                        out("zmm8") _, out("zmm9") _, out("zmm10") _, out("zmm11") _,
-                        out("zmm12") _, out("zmm13") _, out("zmm14") _, out("zmm15") _,
-                        out("zmm16") _, out("zmm17") _, out("zmm18") _,
-                        options(nostack),
-                    );
-                }
-            }
-        };
-    }
-
     // The whole of a q4_K trial per vector of values, as the kernel runs it: 8 adds,
     // subtractions and roundings, 7 multiplies, and the two bounds of the codes' clamp,
     // as float maximum and minimum or as signed-integer ones on the bits.
-    chains17!(
+    chains!(
         trial_float_clamp,
         "vsubps zmm0, zmm0, zmm13",
         "vmulps zmm1, zmm1, zmm12",
@@ -159,7 +125,7 @@ mod kernels {
         "vmulps zmm17, zmm17, zmm12",
         "vaddps zmm18, zmm18, zmm13",
     );
-    chains17!(
+    chains!(
         trial_int_clamp,
         "vsubps zmm0, zmm0, zmm13",
         "vmulps zmm1, zmm1, zmm12",

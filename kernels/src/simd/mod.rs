@@ -6,7 +6,8 @@
 //! dequantizers are the scalar ones compiled inside the ISA's `#[target_feature]` entry
 //! point, where the compiler vectorizes their element-wise IEEE operations (no
 //! contraction, no reassociation: the same bits by construction); q4_0's, whose loop the
-//! compiler vectorizes badly, is written in lanes.
+//! compiler vectorizes badly, and q8_0's, which stores with the ISA's narrow lanes, are
+//! written in lanes.
 
 pub(crate) mod iq4_nl;
 pub(crate) mod kquant;

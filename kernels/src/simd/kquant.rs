@@ -222,10 +222,14 @@ impl<V: Lanes> QkxSearch<V> {
             zero,
         )
         .gt(zero);
-        // With every v of every live lane at least 0 (the trial's min at most the
-        // smallest value), or every v below nmax + 1/2 (rounding to at most nmax), that
-        // bound of the clamp changes no code and is left out.
-        let below = V::any(V::and(self.live, lo_signed.lt(zero)));
+        // With every v of every live lane at least -1/2, or every v below nmax + 1/2
+        // (rounding to at most nmax), that bound of the clamp is left out. Above the
+        // lower bound it changes no code but a -0 (a v in [-1/2, 0) rounds to -0), and a
+        // code of -0 gives the same sums and error as 0: every product with it is a zero,
+        // adding a zero of either sign to the sums (which start at +0 and so are never
+        // -0) or to a nonzero value changes nothing, and a zero `diff` is squared (or
+        // made absolute) before it is added.
+        let below = V::any(V::and(self.live, lo_signed.lt(V::splat(-0.5))));
         let above = V::any(V::and(
             self.live,
             hi_signed.gt(V::splat(f32::from_bits((nmax as f32 + 0.5).to_bits() - 1))),

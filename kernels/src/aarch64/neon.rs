@@ -134,6 +134,11 @@ impl Lanes for Neon {
         unsafe { vandq_u32(a, b) }
     }
     #[inline(always)]
+    fn and_not(a: uint32x4_t, b: uint32x4_t) -> uint32x4_t {
+        // SAFETY: see the impl comment.
+        unsafe { vbicq_u32(a, b) }
+    }
+    #[inline(always)]
     fn select(m: uint32x4_t, a: Self, b: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe { Neon(vbslq_f32(m, a.0, b.0)) }

@@ -199,6 +199,7 @@ impl<V: Lanes> QkxSearch<V> {
         level: Level,
         laux: &mut [V; N],
     ) {
+        debug_assert!(num > 0.0);
         let zero = V::splat(0.0);
         let (min, max, xmin) = (self.min, self.max, self.xmin);
         // `min` moves with each better fit, and the next trial scale uses it, as in C.
@@ -207,21 +208,15 @@ impl<V: Lanes> QkxSearch<V> {
         // values at x = xmin and x = max. When each lane that matters (not flat) keeps
         // both below 2^22 in magnitude (no NaN, no infinity), rounding in float is exact
         // and cheaper; otherwise ggml's integer trick reproduces it for any v.
+        // `iscale` is positive (every search's `num` is), so v at xmin is at most v at
+        // max, and both lie in (-2^22, 2^22) exactly when the first is above -2^22 and
+        // the second below 2^22 (a NaN fails both). A lane that is not flat is live: the
+        // values are finite, and `min` starts at most the smallest value.
         let limit = V::splat(4_194_304.0);
         let lo_signed = iscale.mul(xmin.sub(min));
         let hi_signed = iscale.mul(max.sub(min));
-        let lo = lo_signed.abs();
-        let hi = hi_signed.abs();
-        let safe = V::and(lo.lt(limit), hi.lt(limit));
-        let one = V::splat(1.0);
-        let unsafe_lanes = V::select(
-            V::select(safe, one, zero)
-                .add(V::select(self.flat, one, zero))
-                .eq(zero),
-            one,
-            zero,
-        )
-        .gt(zero);
+        let safe = V::and(lo_signed.gt(V::splat(-4_194_304.0)), hi_signed.lt(limit));
+        let unsafe_lanes = V::and_not(self.live, safe);
         // With every v of every live lane at least -1/2, or every v below nmax + 1/2
         // (rounding to at most nmax), that bound of the clamp is left out. Above the
         // lower bound it changes no code but a -0 (a v in [-1/2, 0) rounds to -0), and a
@@ -258,7 +253,13 @@ impl<V: Lanes> QkxSearch<V> {
         let this_min = sum_l2.mul(sum_x).sub(sum_l.mul(sum_xl)).div(det);
         let positive = this_min.gt(zero);
         self.this_min = V::select(positive, zero, this_min);
-        self.this_scale = V::select(positive, sum_xl.div(sum_l2), this_scale);
+        // A positive fit (a lane whose values all sit well above 0) is rare: its division
+        // is left out when no lane has one.
+        self.this_scale = if V::any(positive) {
+            V::select(positive, sum_xl.div(sum_l2), this_scale)
+        } else {
+            this_scale
+        };
     }
 
     /// The trial's error, and the trial kept where it beats the best so far.

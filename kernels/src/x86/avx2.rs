@@ -153,6 +153,11 @@ impl Lanes for Avx2 {
         unsafe { _mm256_and_ps(a, b) }
     }
     #[inline(always)]
+    fn and_not(a: __m256, b: __m256) -> __m256 {
+        // SAFETY: see the impl comment.
+        unsafe { _mm256_andnot_ps(b, a) }
+    }
+    #[inline(always)]
     fn select(m: __m256, a: Self, b: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe { Avx2(_mm256_blendv_ps(b.0, a.0, m)) }

@@ -136,6 +136,10 @@ impl Lanes for Avx512 {
         a & b
     }
     #[inline(always)]
+    fn and_not(a: __mmask16, b: __mmask16) -> __mmask16 {
+        a & !b
+    }
+    #[inline(always)]
     fn select(m: __mmask16, a: Self, b: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe { Avx512(_mm512_mask_blend_ps(m, b.0, a.0)) }

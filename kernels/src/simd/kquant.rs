@@ -4,7 +4,7 @@
 //! masks. Only the scales come out; the rare sub-blocks whose search codes are kept
 //! (a zero stored scale) get them from the scalar search, which is the same computation.
 
-use super::lanes::{Lanes, MAX_LANES, Pair, from_fn, transpose_into};
+use super::lanes::{Lanes, MAX_LANES, Pair, from_fn, opaque_one, transpose_into};
 
 /// A search over a row's sub-blocks, one sub-block per lane, run a group at a time.
 pub(crate) trait SubBlockSearch {
@@ -318,6 +318,7 @@ fn search_sums<
 ) -> (V, V, V) {
     let zero = V::splat(0.0);
     let nmax_f = V::splat(nmax as f32);
+    let one = opaque_one::<V>();
     let mut sum_l = zero;
     let mut sum_l2 = zero;
     let mut sum_xl = zero;
@@ -341,7 +342,7 @@ fn search_sums<
         };
         laux[i] = q;
         let wq = w[i].mul(q);
-        sum_l = sum_l.add(wq);
+        sum_l = wq.add_on_mul_unit(sum_l, one);
         sum_l2 = sum_l2.add(wq.mul(q));
         sum_xl = sum_xl.add(wq.mul(x[i]));
     }

@@ -4,7 +4,8 @@
 //! Every operation is IEEE-exact per lane (add, sub, mul, div, sqrt, compare, select,
 //! integer ops): a lane computes exactly what the scalar code computes for one element,
 //! which is why the SIMD paths are byte-identical to `scalar/` by construction. There is
-//! deliberately no fused multiply-add, no reciprocal estimate and no horizontal float sum.
+//! deliberately no fused multiply-add (but the exact `x*1 + y` of
+//! [`Lanes::add_on_mul_unit`]), no reciprocal estimate and no horizontal float sum.
 //!
 //! Generic code over `Lanes` must not call lane operations from closures: a closure is
 //! compiled as its own function, without the entry point's target features, so its
@@ -32,6 +33,17 @@ pub(crate) trait Lanes: Copy {
     /// Stores into `s[..N]`.
     fn store(self, s: &mut [f32]);
     fn add(self, o: Self) -> Self;
+    /// `self + o`, bit for bit, issued where the CPU has room for it: with AVX-512 as the
+    /// fused multiply-add `self*one + o`, whose one rounding is that of the sum, on the
+    /// multiply units (on AMD Zen 4 float adds, roundings and conversions share two
+    /// pipes, multiplies two others). For loops with more adds than multiplies. `one`
+    /// must be 1 in every lane, made by [`opaque_one`] so that the compiler does not turn
+    /// the multiply-add back into an add.
+    #[inline(always)]
+    fn add_on_mul_unit(self, o: Self, one: Self) -> Self {
+        let _ = one;
+        self.add(o)
+    }
     fn sub(self, o: Self) -> Self;
     fn mul(self, o: Self) -> Self;
     fn div(self, o: Self) -> Self;
@@ -113,6 +125,13 @@ pub(crate) trait Lanes: Copy {
     }
 }
 
+/// 1 in every lane, as a value the compiler cannot see through (for
+/// [`Lanes::add_on_mul_unit`]).
+#[inline(always)]
+pub(crate) fn opaque_one<V: Lanes>() -> V {
+    V::splat(std::hint::black_box(1.0))
+}
+
 /// The widest lane count of any implementation ([`Pair`] of AVX-512).
 pub(crate) const MAX_LANES: usize = 32;
 
@@ -145,6 +164,12 @@ impl<V: Lanes> Lanes for Pair<V> {
     #[inline(always)]
     fn add(self, o: Self) -> Self {
         Pair(self.0.add(o.0), self.1.add(o.1))
+    }
+    /// Only the second half moves, which balances the search's trial loop (five adds
+    /// and roundings against four multiplies per vector) on two vectors.
+    #[inline(always)]
+    fn add_on_mul_unit(self, o: Self, one: Self) -> Self {
+        Pair(self.0.add(o.0), self.1.add_on_mul_unit(o.1, one.1))
     }
     #[inline(always)]
     fn sub(self, o: Self) -> Self {
@@ -501,6 +526,20 @@ pub(crate) mod checks {
             assert_eq!(lanes[0].to_bits(), want.to_bits(), "max({a}, +0)");
             hi.store(&mut lanes);
             assert_eq!(lanes[0], a.min(15.0), "min({a}, 15)");
+            // `add_on_mul_unit` is the sum, bit for bit (signed zeros, infinities,
+            // subnormals and overflow included), in every lane.
+            for &b in &values {
+                let sum = V::splat(a).add_on_mul_unit(V::splat(b), super::opaque_one());
+                sum.store(&mut lanes);
+                let want = a + b;
+                for &got in &lanes[..V::N] {
+                    if want.is_nan() {
+                        assert!(got.is_nan(), "{a} + {b}");
+                    } else {
+                        assert_eq!(got.to_bits(), want.to_bits(), "{a} + {b}");
+                    }
+                }
+            }
         }
     }
 }

@@ -44,6 +44,11 @@ impl Lanes for Avx512 {
         unsafe { Avx512(_mm512_add_ps(self.0, o.0)) }
     }
     #[inline(always)]
+    fn add_on_mul_unit(self, o: Self, one: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx512(_mm512_fmadd_ps(self.0, one.0, o.0)) }
+    }
+    #[inline(always)]
     fn sub(self, o: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe { Avx512(_mm512_sub_ps(self.0, o.0)) }

@@ -150,25 +150,36 @@ impl<V: Lanes> QkxSearch<V> {
             sum_w = sum_w.add(w[i]);
             sum_x = sum_x.add(w[i].mul(x[i]));
         }
+        // The smallest value (the running minimum before it is capped at 0).
+        let xmin = min;
         min = V::select(min.gt(zero), zero, min);
         let flat = max.eq(min);
         let live = max.gt(min);
-        let mut xmin = x[0];
-        for xi in &x[1..] {
-            xmin = V::select(xi.lt(xmin), *xi, xmin);
-        }
         let range = max.sub(min);
         let iscale = V::splat(nmax as f32).div(range);
         let scale = V::splat(1.0).div(iscale);
         let mut best_error = zero;
-        for i in 0..N {
-            let l = V::int_to_f32(V::clamp_int(
-                iscale.mul(x[i].sub(min)).nearest_int(),
-                0,
-                nmax,
-            ));
-            let diff = scale.mul(l).add(min).sub(x[i]);
-            best_error = best_error.add(w[i].mul(error_of::<V, MAD>(diff)));
+        // Every value lies in [min, max], so v = iscale*(x - min) lies in [-0, iscale*range]
+        // and iscale*range is nmax within rounding: where that holds for every live lane
+        // (no infinite iscale), v rounds in float to a code in [0, nmax] without a clamp
+        // (a code of -0 acts as 0; see `sums`). Otherwise ggml's integer trick.
+        let limit = V::splat(nmax as f32 + 0.25);
+        if V::any(V::and_not(live, iscale.mul(range).lt(limit))) {
+            for i in 0..N {
+                let l = V::int_to_f32(V::clamp_int(
+                    iscale.mul(x[i].sub(min)).nearest_int(),
+                    0,
+                    nmax,
+                ));
+                let diff = scale.mul(l).add(min).sub(x[i]);
+                best_error = best_error.add(w[i].mul(error_of::<V, MAD>(diff)));
+            }
+        } else {
+            for i in 0..N {
+                let l = iscale.mul(x[i].sub(min)).round_even();
+                let diff = scale.mul(l).add(min).sub(x[i]);
+                best_error = best_error.add(w[i].mul(error_of::<V, MAD>(diff)));
+            }
         }
         QkxSearch {
             min,

@@ -175,7 +175,7 @@ pub(crate) fn quantize_iq4_nl<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [
         sigma2: None,
         scales: vec![0.0; nb],
     };
-    search_sub_blocks::<V>(nb, &mut search);
+    search_sub_blocks::<V>(nb, &mut search, None);
     for ((block, xb), &scale) in y.iter_mut().zip(x.chunks_exact(QK)).zip(&search.scales) {
         let (out, inverse) = scale_codes(&[scale]);
         block.d = out.d;
@@ -206,7 +206,7 @@ pub(crate) fn quantize_iq4_xs<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [
         sigma2: sigma2.as_deref(),
         scales: vec![0.0; nb * 8],
     };
-    search_sub_blocks::<V>(nb * 8, &mut search);
+    search_sub_blocks::<V>(nb * 8, &mut search, None);
     for (b, (block, xs)) in y.iter_mut().zip(x.chunks_exact(QK_K)).enumerate() {
         let (out, inverse) = scale_codes(&search.scales[8 * b..8 * b + 8]);
         block.d = out.d;

@@ -46,9 +46,19 @@ pub(crate) fn has_path(ty: GgmlType) -> bool {
     )
 }
 
-/// Quantizes one row of a type for which [`has_path`] holds, as `scalar::quantize_row`.
+/// The searches' reusable arrays with `V`'s pairs of vectors (see [`kquant::PairScratch`]).
+pub(crate) type Scratch<V> = kquant::PairScratch<lanes::Pair<V>>;
+
+/// Quantizes one row of a type for which [`has_path`] holds, as `scalar::quantize_row`,
+/// searching in `scratch`.
 #[inline(always)]
-pub(crate) fn quantize_row<V: Lanes>(ty: GgmlType, x: &[f32], w: Option<&[f32]>, y: &mut [u8]) {
+pub(crate) fn quantize_row<V: Lanes>(
+    ty: GgmlType,
+    x: &[f32],
+    w: Option<&[f32]>,
+    y: &mut [u8],
+    scratch: &mut Scratch<V>,
+) {
     use GgmlType::*;
     match ty {
         // Element-wise conversions: the scalar code, vectorized by the compiler here.
@@ -67,13 +77,13 @@ pub(crate) fn quantize_row<V: Lanes>(ty: GgmlType, x: &[f32], w: Option<&[f32]>,
         Q3_K => q3_k::quantize_row::<V>(x, w, bytemuck::cast_slice_mut(y)),
         Q4_K => {
             let blocks = bytemuck::cast_slice_mut(y);
-            scale_min::quantize_row::<V>(x, w, &scalar::q4_k::FORMAT, |b, sb| {
+            scale_min::quantize_row::<V>(x, w, &scalar::q4_k::FORMAT, scratch, |b, sb| {
                 scalar::q4_k::pack(sb, &mut blocks[b])
             });
         }
         Q5_K => {
             let blocks = bytemuck::cast_slice_mut(y);
-            scale_min::quantize_row::<V>(x, w, &scalar::q5_k::FORMAT, |b, sb| {
+            scale_min::quantize_row::<V>(x, w, &scalar::q5_k::FORMAT, scratch, |b, sb| {
                 scalar::q5_k::pack(sb, &mut blocks[b])
             });
         }
@@ -142,18 +152,47 @@ pub(crate) fn first_non_finite(x: &[f32]) -> Option<usize> {
 /// Generates an ISA's `#[target_feature]` entry points over its `Lanes` type.
 macro_rules! simd_entry_points {
     ($lanes:ty, $features:literal) => {
-        /// Quantizes one row with this ISA (see `crate::simd::quantize_row`).
+        std::thread_local! {
+            /// This thread's search arrays for this ISA, made on first use.
+            static SCRATCH: std::cell::RefCell<Option<Box<crate::simd::Scratch<$lanes>>>> =
+                const { std::cell::RefCell::new(None) };
+        }
+
+        /// Quantizes one row with this ISA (see `crate::simd::quantize_row`), in this
+        /// thread's search arrays.
         ///
         /// # Safety
         /// The CPU must support the target features named in the attribute.
-        #[target_feature(enable = $features)]
         pub(crate) unsafe fn quantize_row(
             ty: crate::GgmlType,
             x: &[f32],
             w: Option<&[f32]>,
             y: &mut [u8],
         ) {
-            crate::simd::quantize_row::<$lanes>(ty, x, w, y)
+            SCRATCH.with_borrow_mut(|scratch| {
+                // SAFETY: the caller's guarantee.
+                unsafe { quantize_row_in(ty, x, w, y, scratch) }
+            })
+        }
+
+        /// [`quantize_row`] in `scratch`, which it fills on first use.
+        ///
+        /// # Safety
+        /// The CPU must support the target features named in the attribute.
+        #[target_feature(enable = $features)]
+        unsafe fn quantize_row_in(
+            ty: crate::GgmlType,
+            x: &[f32],
+            w: Option<&[f32]>,
+            y: &mut [u8],
+            scratch: &mut Option<Box<crate::simd::Scratch<$lanes>>>,
+        ) {
+            if scratch.is_none() {
+                *scratch = Some(crate::simd::kquant::PairScratch::new());
+            }
+            if let Some(scratch) = scratch {
+                crate::simd::quantize_row::<$lanes>(ty, x, w, y, scratch)
+            }
         }
 
         /// Dequantizes whole blocks with this ISA (see `crate::simd::dequantize`).

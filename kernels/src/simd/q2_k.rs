@@ -28,7 +28,7 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [Blo
         mins: vec![0.0f32; nsub],
         sw: vec![0.0f32; nsub],
     };
-    search_sub_blocks::<V>(nsub, &mut search);
+    search_sub_blocks::<V>(nsub, &mut search, None);
     let Search {
         scales, mins, sw, ..
     } = search;

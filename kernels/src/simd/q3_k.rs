@@ -27,7 +27,7 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [Blo
         scales: vec![0.0f32; nsub],
         sw: vec![0.0f32; nsub],
     };
-    search_sub_blocks::<V>(nsub, &mut search);
+    search_sub_blocks::<V>(nsub, &mut search, None);
     let Search { scales, sw, .. } = search;
     for (b, (xb, block)) in x.chunks_exact(QK_K).zip(y.iter_mut()).enumerate() {
         let of = |v: &[f32]| -> [f32; SUB] { v[SUB * b..SUB * (b + 1)].try_into().unwrap() };

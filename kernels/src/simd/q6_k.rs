@@ -19,7 +19,7 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [Blo
         qw,
         scales: vec![0.0f32; nsub],
     };
-    search_sub_blocks::<V>(nsub, &mut search);
+    search_sub_blocks::<V>(nsub, &mut search, None);
     let scales = search.scales;
     for (b, (xb, block)) in x.chunks_exact(QK_K).zip(y.iter_mut()).enumerate() {
         let sc = &scales[16 * b..16 * b + 16];

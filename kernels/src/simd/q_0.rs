@@ -198,7 +198,7 @@ fn weighted_search<'a, V: Lanes>(x: &'a [f32], qw: &'a [f32], nmax: i32) -> Weig
         scales: vec![0.0; nb],
         iscales: vec![0.0; nb],
     };
-    search_sub_blocks::<V>(nb, &mut search);
+    search_sub_blocks::<V>(nb, &mut search, None);
     search
 }
 

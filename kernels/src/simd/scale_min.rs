@@ -5,10 +5,10 @@
 //! elements. Mirrors `scalar::kquant::quantize_scale_min_super_block`.
 
 use super::kquant::{
-    Level, SubBlockSearch, qkx_search, qkx_search_two, search_sub_blocks, store_lanes,
+    Level, PairScratch, SubBlockSearch, qkx_search, qkx_search_two, search_sub_blocks, store_lanes,
     sub_block_weights_into,
 };
-use super::lanes::{Lanes, from_fn, transpose_into};
+use super::lanes::{Lanes, Pair, from_fn, transpose_into};
 use crate::blocks::QK_K;
 use crate::scalar::kquant::{
     ScaleMinFormat, ScaleMinSuperBlock, choose_scale_min_codes, get_scale_min_k4, search_sub_block,
@@ -21,6 +21,7 @@ pub(crate) fn quantize_row<V: Lanes>(
     x: &[f32],
     qw: Option<&[f32]>,
     format: &ScaleMinFormat,
+    scratch: &mut PairScratch<Pair<V>>,
     mut emit: impl FnMut(usize, ScaleMinSuperBlock),
 ) {
     let nb = x.len() / QK_K;
@@ -34,7 +35,7 @@ pub(crate) fn quantize_row<V: Lanes>(
         mins: vec![0.0f32; nb * 8],
         sw: vec![0.0f32; nb * 8],
     };
-    search_sub_blocks::<V>(nb * 8, &mut search);
+    search_sub_blocks::<V>(nb * 8, &mut search, Some(scratch));
     let Search {
         scales, mins, sw, ..
     } = search;
@@ -142,14 +143,17 @@ impl SubBlockSearch for Search<'_> {
     }
 
     #[inline(always)]
-    fn two_groups<V: Lanes>(&mut self, g: usize) {
-        let zero = V::splat(0.0);
-        let (mut xa, mut wa, mut xb, mut wb) = ([zero; 32], [zero; 32], [zero; 32], [zero; 32]);
-        self.values_and_weights::<V>(g, V::N, &mut xa, &mut wa);
-        self.values_and_weights::<V>(g + V::N, V::N, &mut xb, &mut wb);
+    fn two_groups<V: Lanes>(&mut self, g: usize, s: &mut PairScratch<V>) {
+        self.values_and_weights::<V>(g, V::N, &mut s.xa, &mut s.wa);
+        self.values_and_weights::<V>(g + V::N, V::N, &mut s.xb, &mut s.wb);
         let (search, level) = self.params();
-        let [a, b] =
-            qkx_search_two::<V, 32, false>((&xa, &wa), (&xb, &wb), self.format.nmax, search, level);
+        let [a, b] = qkx_search_two::<V, 32, false>(
+            (&s.xa, &s.wa, &mut s.la),
+            (&s.xb, &s.wb, &mut s.lb),
+            self.format.nmax,
+            search,
+            level,
+        );
         self.store(g, V::N, a);
         self.store(g + V::N, V::N, b);
     }

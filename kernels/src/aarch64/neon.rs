@@ -139,6 +139,11 @@ impl Lanes for Neon {
         unsafe { vbicq_u32(a, b) }
     }
     #[inline(always)]
+    fn or(a: uint32x4_t, b: uint32x4_t) -> uint32x4_t {
+        // SAFETY: see the impl comment.
+        unsafe { vorrq_u32(a, b) }
+    }
+    #[inline(always)]
     fn select(m: uint32x4_t, a: Self, b: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe { Neon(vbslq_f32(m, a.0, b.0)) }
@@ -253,11 +258,15 @@ crate::simd::simd_entry_points!(Neon, "neon");
 #[cfg(test)]
 mod tests {
     #[test]
-    fn store_f16_rounds_as_ggml() {
+    fn lane_operations_match_scalar() {
         crate::simd::lanes::checks::store_f16::<super::Neon>();
         crate::simd::lanes::checks::load_f16::<super::Neon>();
         crate::simd::lanes::checks::round_half_away_int::<super::Neon>();
         crate::simd::lanes::checks::transpose_and_bits::<super::Neon>();
         crate::simd::lanes::checks::transpose_and_bits::<crate::simd::lanes::Pair<super::Neon>>();
+        crate::simd::kquant::checks::qp_quants_matches_scalar::<super::Neon>();
+        crate::simd::kquant::checks::qp_quants_matches_scalar::<
+            crate::simd::lanes::Pair<super::Neon>,
+        >();
     }
 }

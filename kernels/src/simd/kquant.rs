@@ -644,3 +644,170 @@ pub(crate) fn q3_scale<V: Lanes>(x: &[V; 16], nmax: i32) -> V {
     let scale = V::select(suml2.gt(zero), sumlx.div(suml2), zero);
     V::select(all_zero, zero, scale)
 }
+
+/// C's `(uint8_t)i` as a float: the low byte of each lane's integer.
+#[inline(always)]
+fn low_byte<V: Lanes>(i: V::Int) -> V {
+    let b = V::int_to_f32(V::sext8(i));
+    V::select(b.lt(V::splat(0.0)), b.add(V::splat(256.0)), b)
+}
+
+/// `nearest_int(v)` capped at `nmax` (C's `MIN(nmax, nearest_int(v))`), as a float.
+#[inline(always)]
+fn nearest_capped<V: Lanes>(v: V, nmax: i32) -> (V::Int, V) {
+    let q = V::clamp_int(v.nearest_int(), i32::MIN, nmax);
+    (q, V::int_to_f32(q))
+}
+
+/// `make_qp_quants(N, nmax, x, L, w)` with one group of `N` values per lane (`x[i]` and
+/// `w[i]` hold element `i` of every lane's group): the returned scale and the codes
+/// (`L[i]`, the bytes C stores, as floats), each lane exactly as the scalar function runs
+/// for its group. A pass of the final refinement in which a lane changes nothing leaves
+/// it as it was, so lanes that C would have stopped run on unchanged until none changes.
+#[inline(always)]
+pub(crate) fn qp_quants<V: Lanes, const N: usize>(
+    x: &[V; N],
+    w: &[V; N],
+    nmax: i32,
+) -> (V, [V; N]) {
+    let zero = V::splat(0.0);
+    let nmax_f = nmax as f32;
+    let mut max = zero;
+    for &xi in x {
+        max = V::select(max.gt(xi), max, xi);
+    }
+    let all_zero = max.lt(V::splat(crate::scalar::kquant::GROUP_MAX_EPS));
+    let mut iscale = V::splat(nmax_f).div(max);
+    let mut l = [zero; N];
+    let scale = V::splat(1.0).div(iscale);
+    let mut best_mse = zero;
+    for i in 0..N {
+        l[i] = low_byte::<V>(iscale.mul(x[i]).nearest_int());
+        let diff = x[i].sub(scale.mul(l[i]));
+        best_mse = best_mse.add(w[i].mul(diff).mul(diff));
+    }
+    for is in (-4..=4).filter(|&is| is != 0) {
+        let iscale_is = V::splat(0.1 * is as f32 + nmax_f).div(max);
+        let scale_is = V::splat(1.0).div(iscale_is);
+        let mut mse = zero;
+        for i in 0..N {
+            let (_, q) = nearest_capped(iscale_is.mul(x[i]), nmax);
+            let diff = x[i].sub(scale_is.mul(q));
+            mse = mse.add(w[i].mul(diff).mul(diff));
+        }
+        let better = mse.lt(best_mse);
+        best_mse = V::select(better, mse, best_mse);
+        iscale = V::select(better, iscale_is, iscale);
+    }
+    let mut sumlx = zero;
+    let mut suml2 = zero;
+    for i in 0..N {
+        let (qi, q) = nearest_capped(iscale.mul(x[i]), nmax);
+        l[i] = low_byte::<V>(qi);
+        sumlx = sumlx.add(w[i].mul(x[i]).mul(q));
+        suml2 = suml2.add(w[i].mul(q).mul(q));
+    }
+    for _ in 0..5 {
+        let mut changed = V::and_not(all_zero, all_zero);
+        for i in 0..N {
+            let old = l[i];
+            let wx = w[i].mul(x[i]);
+            let slx = sumlx.sub(wx.mul(old));
+            let sl2 = suml2.sub(w[i].mul(old).mul(old));
+            let (new_i, new) = nearest_capped(x[i].mul(sl2).div(slx), nmax);
+            let slx_new = slx.add(wx.mul(new));
+            let sl2_new = sl2.add(w[i].mul(new).mul(new));
+            let differs = V::and_not(V::and(slx.gt(zero), sl2.gt(zero)), new.eq(old));
+            let differs = V::and_not(differs, all_zero);
+            let better = slx_new
+                .mul(slx_new)
+                .mul(suml2)
+                .gt(sumlx.mul(sumlx).mul(sl2_new));
+            let accept = V::and(differs, better);
+            l[i] = V::select(accept, low_byte::<V>(new_i), old);
+            sumlx = V::select(accept, slx_new, sumlx);
+            suml2 = V::select(accept, sl2_new, suml2);
+            changed = V::or(changed, accept);
+        }
+        if !V::any(changed) {
+            break;
+        }
+    }
+    let scale = V::select(suml2.gt(zero), sumlx.div(suml2), zero);
+    for li in &mut l {
+        *li = V::select(all_zero, zero, *li);
+    }
+    (V::select(all_zero, zero, scale), l)
+}
+
+/// Checks of the lane searches against their scalar functions, run from each ISA's test
+/// module inside its target features.
+#[cfg(test)]
+pub(crate) mod checks {
+    use super::{Lanes, qp_quants};
+    use crate::simd::lanes::{MAX_LANES, transpose};
+
+    /// [`qp_quants`] against `make_qp_quants` on groups of 8 from several regimes:
+    /// ordinary scales, zeros, groups below `GROUP_MAX_EPS`, negative values (whose codes
+    /// wrap as C's byte store does, some far below the largest value), huge spreads, zero
+    /// and huge weights.
+    pub(crate) fn qp_quants_matches_scalar<V: Lanes>() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32
+        };
+        for case in 0..400 {
+            let mut x = vec![0.0f32; 8 * V::N];
+            let mut w = vec![0.0f32; 8 * V::N];
+            for (i, (xi, wi)) in x.iter_mut().zip(w.iter_mut()).enumerate() {
+                let u = next();
+                *xi = match (case + i / 8) % 8 {
+                    0 => u * 0.02,
+                    1 => 0.0,
+                    2 => u * 1e-16,
+                    3 => u - 0.3,
+                    4 => {
+                        if i % 8 == 3 {
+                            1e30 * u
+                        } else {
+                            u * 1e-20
+                        }
+                    }
+                    5 => (u * 63.0).round() / 63.0,
+                    6 => {
+                        if i % 8 == 5 {
+                            -1e10 * u
+                        } else {
+                            u
+                        }
+                    }
+                    _ => u * 1e4 - 1.0,
+                };
+                *wi = match (case + i) % 5 {
+                    0 => 0.0,
+                    1 => 1e30 * u,
+                    _ => u,
+                };
+            }
+            let (scale, codes) = qp_quants::<V, 8>(&transpose(&x, V::N), &transpose(&w, V::N), 63);
+            let mut scales = [0.0f32; MAX_LANES];
+            scale.store(&mut scales);
+            let mut lane_codes = [[0.0f32; MAX_LANES]; 8];
+            for (k, c) in codes.iter().enumerate() {
+                c.store(&mut lane_codes[k]);
+            }
+            for lane in 0..V::N {
+                let (xs, ws) = (&x[8 * lane..8 * lane + 8], &w[8 * lane..8 * lane + 8]);
+                let mut l = [0u8; 8];
+                let want = crate::scalar::kquant::make_qp_quants(8, 63, xs, &mut l, ws);
+                assert_eq!(scales[lane].to_bits(), want.to_bits(), "{xs:?} {ws:?}");
+                for k in 0..8 {
+                    assert_eq!(lane_codes[k][lane], l[k] as f32, "{xs:?} {ws:?}");
+                }
+            }
+        }
+    }
+}

@@ -73,6 +73,8 @@ pub(crate) trait Lanes: Copy {
     fn and(a: Self::Mask, b: Self::Mask) -> Self::Mask;
     /// `a && !b` per lane.
     fn and_not(a: Self::Mask, b: Self::Mask) -> Self::Mask;
+    /// `a || b` per lane.
+    fn or(a: Self::Mask, b: Self::Mask) -> Self::Mask;
     /// Whether any lane of `m` is set.
     fn any(m: Self::Mask) -> bool;
     /// `m ? a : b` per lane.
@@ -245,6 +247,10 @@ impl<V: Lanes> Lanes for Pair<V> {
     #[inline(always)]
     fn and_not(a: Self::Mask, b: Self::Mask) -> Self::Mask {
         (V::and_not(a.0, b.0), V::and_not(a.1, b.1))
+    }
+    #[inline(always)]
+    fn or(a: Self::Mask, b: Self::Mask) -> Self::Mask {
+        (V::or(a.0, b.0), V::or(a.1, b.1))
     }
     #[inline(always)]
     fn any(m: Self::Mask) -> bool {

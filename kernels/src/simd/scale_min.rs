@@ -4,14 +4,17 @@
 //! scalar code itself (`choose_scale_min_codes`); the final re-rounding runs over
 //! elements. Mirrors `scalar::kquant::quantize_scale_min_super_block`.
 
+use super::kquant::qp_quants;
 use super::kquant::{
     Level, PairScratch, SubBlockSearch, qkx_search, qkx_search_two, search_sub_blocks, store_lanes,
     sub_block_weights_into,
 };
-use super::lanes::{Lanes, Pair, from_fn, transpose_into};
+use super::lanes::{Lanes, MAX_LANES, Pair, from_fn, transpose, transpose_into};
 use crate::blocks::QK_K;
+use crate::num::F16Le;
 use crate::scalar::kquant::{
-    ScaleMinFormat, ScaleMinSuperBlock, choose_scale_min_codes, get_scale_min_k4, search_sub_block,
+    ScaleMinFormat, ScaleMinSuperBlock, choose_scale_min_codes, get_scale_min_k4,
+    pack_scale_min_k4, search_sub_block,
 };
 
 /// Quantizes one row (`x.len()` a multiple of 256, `qw` its importance weights) and hands
@@ -39,11 +42,20 @@ pub(crate) fn quantize_row<V: Lanes>(
     let Search {
         scales, mins, sw, ..
     } = search;
+    // Not `qw.map(..)`: a closure would be compiled without the ISA's target features.
+    #[allow(clippy::manual_map)]
+    let weighted = match qw {
+        Some(_) => Some(weighted_codes::<V>(&scales, &mins, &sw, format)),
+        None => None,
+    };
     for b in 0..nb {
-        let sub = |v: &[f32]| -> [f32; 8] { v[8 * b..8 * b + 8].try_into().unwrap() };
-        let sw_b = sub(&sw);
-        let (d, dmin, packed) =
-            choose_scale_min_codes(&sub(&scales), &sub(&mins), qw.map(|_| &sw_b), format);
+        let (d, dmin, packed) = match &weighted {
+            Some(codes) => codes[b],
+            None => {
+                let sub = |v: &[f32]| -> [f32; 8] { v[8 * b..8 * b + 8].try_into().unwrap() };
+                choose_scale_min_codes(&sub(&scales), &sub(&mins), None, format)
+            }
+        };
         let (d_all, dmin_all) = (d.to_f32(), dmin.to_f32());
         let xb = &x[b * QK_K..(b + 1) * QK_K];
         let mut l = [0u8; QK_K];
@@ -71,6 +83,46 @@ pub(crate) fn quantize_row<V: Lanes>(
             },
         );
     }
+}
+
+/// `choose_scale_min_codes` with weights for every super-block of a row (8 scales, mins
+/// and weight sums each, in order), one super-block per lane: the two `make_qp_quants`
+/// searches in lanes ([`qp_quants`]), then the packing.
+#[inline(always)]
+fn weighted_codes<V: Lanes>(
+    scales: &[f32],
+    mins: &[f32],
+    sw: &[f32],
+    format: &ScaleMinFormat,
+) -> Vec<(F16Le, F16Le, [u8; 12])> {
+    let nb = scales.len() / 8;
+    let mut out = Vec::with_capacity(nb);
+    let (mut d, mut dmin) = ([0.0f32; MAX_LANES], [0.0f32; MAX_LANES]);
+    let (mut ls, mut lm) = ([[0.0f32; MAX_LANES]; 8], [[0.0f32; MAX_LANES]; 8]);
+    for g in (0..nb).step_by(V::N) {
+        let count = V::N.min(nb - g);
+        let w: [V; 8] = transpose(&sw[8 * g..], count);
+        let (d_v, ls_v) = qp_quants::<V, 8>(&transpose(&scales[8 * g..], count), &w, 63);
+        let (m_v, lm_v) = qp_quants::<V, 8>(&transpose(&mins[8 * g..], count), &w, 63);
+        d_v.store(&mut d);
+        m_v.store(&mut dmin);
+        for k in 0..8 {
+            ls_v[k].store(&mut ls[k]);
+            lm_v[k].store(&mut lm[k]);
+        }
+        for lane in 0..count {
+            let cap = if format.clamp_weighted_codes { 63 } else { 255 };
+            let code = |l: &[[f32; MAX_LANES]; 8]| -> [u8; 8] {
+                std::array::from_fn(|k| (l[k][lane] as u8).min(cap))
+            };
+            out.push((
+                F16Le::from_f32(d[lane]),
+                F16Le::from_f32(dmin[lane]),
+                pack_scale_min_k4(&code(&ls), &code(&lm)),
+            ));
+        }
+    }
+    out
 }
 
 /// The scale search of a row's 32-value sub-blocks: their scales, mins and (weighted

@@ -158,6 +158,11 @@ impl Lanes for Avx2 {
         unsafe { _mm256_andnot_ps(b, a) }
     }
     #[inline(always)]
+    fn or(a: __m256, b: __m256) -> __m256 {
+        // SAFETY: see the impl comment.
+        unsafe { _mm256_or_ps(a, b) }
+    }
+    #[inline(always)]
     fn select(m: __m256, a: Self, b: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe { Avx2(_mm256_blendv_ps(b.0, a.0, m)) }
@@ -294,7 +299,7 @@ crate::simd::simd_entry_points!(Avx2, "avx2,f16c");
 #[cfg(test)]
 mod tests {
     #[test]
-    fn store_f16_rounds_as_ggml() {
+    fn lane_operations_match_scalar() {
         if !crate::Isa::Avx2.is_supported() {
             eprintln!("SKIPPED: this CPU does not support avx2");
             return;
@@ -310,5 +315,9 @@ mod tests {
         crate::simd::lanes::checks::round_half_away_int::<super::Avx2>();
         crate::simd::lanes::checks::transpose_and_bits::<super::Avx2>();
         crate::simd::lanes::checks::transpose_and_bits::<crate::simd::lanes::Pair<super::Avx2>>();
+        crate::simd::kquant::checks::qp_quants_matches_scalar::<super::Avx2>();
+        crate::simd::kquant::checks::qp_quants_matches_scalar::<
+            crate::simd::lanes::Pair<super::Avx2>,
+        >();
     }
 }

@@ -145,6 +145,10 @@ impl Lanes for Avx512 {
         a & !b
     }
     #[inline(always)]
+    fn or(a: __mmask16, b: __mmask16) -> __mmask16 {
+        a | b
+    }
+    #[inline(always)]
     fn select(m: __mmask16, a: Self, b: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe { Avx512(_mm512_mask_blend_ps(m, b.0, a.0)) }
@@ -308,7 +312,7 @@ crate::simd::simd_entry_points!(Avx512, "avx512f,avx512bw,avx512vl,avx2,f16c");
 #[cfg(test)]
 mod tests {
     #[test]
-    fn store_f16_rounds_as_ggml() {
+    fn lane_operations_match_scalar() {
         if !crate::Isa::Avx512.is_supported() {
             eprintln!("SKIPPED: this CPU does not support avx512");
             return;
@@ -324,6 +328,10 @@ mod tests {
         crate::simd::lanes::checks::round_half_away_int::<super::Avx512>();
         crate::simd::lanes::checks::transpose_and_bits::<super::Avx512>();
         crate::simd::lanes::checks::transpose_and_bits::<crate::simd::lanes::Pair<super::Avx512>>();
+        crate::simd::kquant::checks::qp_quants_matches_scalar::<super::Avx512>();
+        crate::simd::kquant::checks::qp_quants_matches_scalar::<
+            crate::simd::lanes::Pair<super::Avx512>,
+        >();
         crate::simd::lanes::checks::load_f16::<crate::simd::lanes::Pair<super::Avx512>>();
     }
 }

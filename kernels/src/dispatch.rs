@@ -151,20 +151,22 @@ impl Codec {
             if let Some(i) = self.first_non_finite(xs) {
                 return Err(s * span + i);
             }
-            for (x, y) in xs
-                .chunks_exact(n_per_row)
-                .zip(ys.chunks_exact_mut(row_size))
-            {
-                self.quantize_one_row(x, w, y);
+            for (r, y) in ys.chunks_exact_mut(row_size).enumerate() {
+                // The row and the one after it (possibly in the next span), which the
+                // search may prefetch.
+                let at = s * span + r * n_per_row;
+                let x = &src[at..at + n_per_row];
+                let next = src.get(at + n_per_row..at + 2 * n_per_row).unwrap_or(&[]);
+                self.quantize_one_row((x, next), w, y);
             }
         }
         Ok(())
     }
 
-    /// Runs one row through this codec's path.
-    fn quantize_one_row(&self, x: &[f32], w: Option<&[f32]>, y: &mut [u8]) {
+    /// Runs one row (`x.0`; `x.1` is the next one, or empty) through this codec's path.
+    fn quantize_one_row(&self, x: (&[f32], &[f32]), w: Option<&[f32]>, y: &mut [u8]) {
         match self.isa {
-            Isa::Scalar => scalar::quantize_row(self.ty, x, w, y),
+            Isa::Scalar => scalar::quantize_row(self.ty, x.0, w, y),
             // SAFETY: a Codec with this ISA exists only when `Isa::is_supported` held.
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { crate::x86::avx2::quantize_row(self.ty, x, w, y) },

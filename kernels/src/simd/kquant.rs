@@ -149,7 +149,9 @@ pub(crate) fn qkx_search<V: Lanes, const N: usize, const MAD: bool>(
 /// trial's scale and min; the comparison that decides the next trial's min and the
 /// division of its scale) that would leave the CPU waiting, and the other group's pass
 /// over its values fills that wait. Each group computes exactly what it would alone.
-/// The groups' trial codes go to `la` and `lb`.
+/// The groups' trial codes go to `la` and `lb`. The cache lines of `ahead` (values to be
+/// quantized next) are prefetched a few per trial, spread over the search: asked for all
+/// at once they would wait on each other.
 #[inline(always)]
 pub(crate) fn qkx_search_two<V: Lanes, const N: usize, const MAD: bool>(
     (xa, wa, la): (&[V; N], &[V; N], &mut [V; N]),
@@ -157,12 +159,18 @@ pub(crate) fn qkx_search_two<V: Lanes, const N: usize, const MAD: bool>(
     nmax: i32,
     (rmin, rdelta, nstep): (f32, f32, i32),
     level: Level,
+    ahead: &[f32],
 ) -> [(V, V); 2] {
     let mut a = QkxSearch::<V>::start::<N, MAD>(xa, wa, nmax);
     let mut b = QkxSearch::<V>::start::<N, MAD>(xb, wb, nmax);
     if nstep >= 1 {
+        let per_trial = ahead.len().div_ceil(16 * (nstep as usize + 1));
         for is in 0..=nstep {
             let num = rmin + rdelta * is as f32 + nmax as f32;
+            let first = is as usize * per_trial * 16;
+            for line in ahead.get(first..).unwrap_or(&[]).chunks(16).take(per_trial) {
+                V::prefetch(line);
+            }
             a.sums(xa, wa, nmax, num, level, la);
             if is > 0 {
                 b.judge::<N, MAD>(xb, wb, lb);

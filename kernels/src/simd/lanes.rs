@@ -114,6 +114,12 @@ pub(crate) trait Lanes: Copy {
     fn load_transposed(x: &[f32], stride: usize, out: &mut [Self]) {
         gather_columns(x, stride, 0, out);
     }
+    /// Asks for the cache line holding `s[0]` to be brought into the second-level cache
+    /// (a hint: no effect on any result; nothing on ISAs without one here).
+    #[inline(always)]
+    fn prefetch(s: &[f32]) {
+        let _ = s;
+    }
     /// `table[i & 15]` per lane.
     #[inline(always)]
     fn lookup16(table: &[f32; 16], i: Self::Int) -> Self {
@@ -247,6 +253,10 @@ impl<V: Lanes> Lanes for Pair<V> {
     #[inline(always)]
     fn and_not(a: Self::Mask, b: Self::Mask) -> Self::Mask {
         (V::and_not(a.0, b.0), V::and_not(a.1, b.1))
+    }
+    #[inline(always)]
+    fn prefetch(s: &[f32]) {
+        V::prefetch(s)
     }
     #[inline(always)]
     fn or(a: Self::Mask, b: Self::Mask) -> Self::Mask {

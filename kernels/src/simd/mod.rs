@@ -50,11 +50,11 @@ pub(crate) fn has_path(ty: GgmlType) -> bool {
 pub(crate) type Scratch<V> = kquant::PairScratch<lanes::Pair<V>>;
 
 /// Quantizes one row of a type for which [`has_path`] holds, as `scalar::quantize_row`,
-/// searching in `scratch`.
+/// searching in `scratch`; `ahead` (the next row, or empty) may be prefetched meanwhile.
 #[inline(always)]
 pub(crate) fn quantize_row<V: Lanes>(
     ty: GgmlType,
-    x: &[f32],
+    (x, ahead): (&[f32], &[f32]),
     w: Option<&[f32]>,
     y: &mut [u8],
     scratch: &mut Scratch<V>,
@@ -77,13 +77,15 @@ pub(crate) fn quantize_row<V: Lanes>(
         Q3_K => q3_k::quantize_row::<V>(x, w, bytemuck::cast_slice_mut(y)),
         Q4_K => {
             let blocks = bytemuck::cast_slice_mut(y);
-            scale_min::quantize_row::<V>(x, w, &scalar::q4_k::FORMAT, scratch, |b, sb| {
+            let work = (scratch, ahead);
+            scale_min::quantize_row::<V>(x, w, &scalar::q4_k::FORMAT, work, |b, sb| {
                 scalar::q4_k::pack(sb, &mut blocks[b])
             });
         }
         Q5_K => {
             let blocks = bytemuck::cast_slice_mut(y);
-            scale_min::quantize_row::<V>(x, w, &scalar::q5_k::FORMAT, scratch, |b, sb| {
+            let work = (scratch, ahead);
+            scale_min::quantize_row::<V>(x, w, &scalar::q5_k::FORMAT, work, |b, sb| {
                 scalar::q5_k::pack(sb, &mut blocks[b])
             });
         }
@@ -159,13 +161,13 @@ macro_rules! simd_entry_points {
         }
 
         /// Quantizes one row with this ISA (see `crate::simd::quantize_row`), in this
-        /// thread's search arrays.
+        /// thread's search arrays; `x.1` is what comes next (to prefetch), or empty.
         ///
         /// # Safety
         /// The CPU must support the target features named in the attribute.
         pub(crate) unsafe fn quantize_row(
             ty: crate::GgmlType,
-            x: &[f32],
+            x: (&[f32], &[f32]),
             w: Option<&[f32]>,
             y: &mut [u8],
         ) {
@@ -182,7 +184,7 @@ macro_rules! simd_entry_points {
         #[target_feature(enable = $features)]
         unsafe fn quantize_row_in(
             ty: crate::GgmlType,
-            x: &[f32],
+            x: (&[f32], &[f32]),
             w: Option<&[f32]>,
             y: &mut [u8],
             scratch: &mut Option<Box<crate::simd::Scratch<$lanes>>>,

@@ -17,14 +17,15 @@ use crate::scalar::kquant::{
     pack_scale_min_k4, search_sub_block,
 };
 
-/// Quantizes one row (`x.len()` a multiple of 256, `qw` its importance weights) and hands
-/// each finished super-block to `emit` in order.
+/// Quantizes one row (`x.len()` a multiple of 256, `qw` its importance weights) in
+/// `scratch`, prefetching `ahead` (what comes next: the next row), and hands each finished
+/// super-block to `emit` in order.
 #[inline(always)]
 pub(crate) fn quantize_row<V: Lanes>(
     x: &[f32],
     qw: Option<&[f32]>,
     format: &ScaleMinFormat,
-    scratch: &mut PairScratch<Pair<V>>,
+    (scratch, ahead): (&mut PairScratch<Pair<V>>, &[f32]),
     mut emit: impl FnMut(usize, ScaleMinSuperBlock),
 ) {
     let nb = x.len() / QK_K;
@@ -34,6 +35,7 @@ pub(crate) fn quantize_row<V: Lanes>(
         qw,
         sigma2: sigma2.as_deref(),
         format,
+        ahead,
         scales: vec![0.0f32; nb * 8],
         mins: vec![0.0f32; nb * 8],
         sw: vec![0.0f32; nb * 8],
@@ -132,6 +134,8 @@ struct Search<'a> {
     qw: Option<&'a [f32]>,
     sigma2: Option<&'a [f32]>,
     format: &'a ScaleMinFormat,
+    /// The values to be quantized after these, prefetched during the search.
+    ahead: &'a [f32],
     scales: Vec<f32>,
     mins: Vec<f32>,
     sw: Vec<f32>,
@@ -199,12 +203,14 @@ impl SubBlockSearch for Search<'_> {
         self.values_and_weights::<V>(g, V::N, &mut s.xa, &mut s.wa);
         self.values_and_weights::<V>(g + V::N, V::N, &mut s.xb, &mut s.wb);
         let (search, level) = self.params();
+        let ahead = self.ahead.get(g * 32..(g + 2 * V::N) * 32).unwrap_or(&[]);
         let [a, b] = qkx_search_two::<V, 32, false>(
             (&s.xa, &s.wa, &mut s.la),
             (&s.xb, &s.wb, &mut s.lb),
             self.format.nmax,
             search,
             level,
+            ahead,
         );
         self.store(g, V::N, a);
         self.store(g + V::N, V::N, b);

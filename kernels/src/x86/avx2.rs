@@ -158,6 +158,12 @@ impl Lanes for Avx2 {
         unsafe { _mm256_andnot_ps(b, a) }
     }
     #[inline(always)]
+    fn prefetch(s: &[f32]) {
+        // SAFETY: a prefetch reads nothing into the program and never faults; `s` is a
+        // live slice besides.
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(s.as_ptr().cast()) }
+    }
+    #[inline(always)]
     fn or(a: __m256, b: __m256) -> __m256 {
         // SAFETY: see the impl comment.
         unsafe { _mm256_or_ps(a, b) }

@@ -36,7 +36,9 @@ pub use types::GgmlType;
 /// Errors: a row that is not a whole number of blocks, `src` not a whole number of rows,
 /// `dst` of the wrong size, an importance matrix of the wrong length, a non-finite value
 /// (named by its index), or a type ggml cannot quantize to. After a non-finite value the
-/// rows before it may have been written to `dst`; nothing is written after it.
+/// rows before it may have been written to `dst` (and, with q8_0 and tq2_0, whose fast
+/// paths look for such values as they read their input, the row holding it); nothing is
+/// written after that row.
 pub fn quantize(
     ty: GgmlType,
     src: &[f32],

@@ -255,8 +255,9 @@ proptest! {
         spots in prop::collection::vec((any::<prop::sample::Index>(), 0usize..3), 0..4),
         seed in any::<u64>(),
     ) {
-        let n = 32;
-        let len = len.next_multiple_of(n);
+        // q8_0 checks with a separate pass on the scalar path and while quantizing on
+        // the SIMD paths; tq2_0 likewise, with rows of 256.
+        let len = len.next_multiple_of(256);
         let mut rng = seed;
         let mut x: Vec<f32> = (0..len)
             .map(|_| {
@@ -272,20 +273,23 @@ proptest! {
         }
         let first = x.iter().position(|v| !v.is_finite());
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
-        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon] {
-            let Some(codec) = codec_or_skip(GgmlType::Q8_0, isa) else {
+        for (ty, n, isa) in [GgmlType::Q8_0, GgmlType::TQ2_0].into_iter().flat_map(|ty| {
+            let n = if ty == GgmlType::Q8_0 { 32 } else { 256 };
+            [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon].map(|isa| (ty, n, isa))
+        }) {
+            let Some(codec) = codec_or_skip(ty, isa) else {
                 continue;
             };
-            let mut y = vec![0u8; len / n * GgmlType::Q8_0.row_size(n).unwrap()];
+            let mut y = vec![0u8; len / n * ty.row_size(n).unwrap()];
             for par in [false, true] {
                 let got = match par {
                     false => codec.quantize(&x, n, None, &mut y),
                     true => pool.install(|| codec.quantize_par(&x, n, None, &mut y)),
                 };
                 match got {
-                    Ok(_) => prop_assert_eq!(first, None, "{} (par {}) missed it", isa, par),
+                    Ok(_) => prop_assert_eq!(first, None, "{} {} (par {}) missed it", ty, isa, par),
                     Err(quantforge_kernels::Error::NonFinite { index, .. }) => {
-                        prop_assert_eq!(Some(index), first, "{} (par {})", isa, par)
+                        prop_assert_eq!(Some(index), first, "{} {} (par {})", ty, isa, par)
                     }
                     Err(e) => panic!("{isa}: {e}"),
                 }

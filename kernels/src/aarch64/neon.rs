@@ -89,6 +89,16 @@ impl Lanes for Neon {
         }
     }
     #[inline(always)]
+    fn max_bits(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe {
+            Neon(vreinterpretq_f32_s32(vmaxq_s32(
+                vreinterpretq_s32_f32(self.0),
+                vreinterpretq_s32_f32(o.0),
+            )))
+        }
+    }
+    #[inline(always)]
     fn min_bits(self, hi: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe {

@@ -63,6 +63,10 @@ pub(crate) trait Lanes: Copy {
     /// (non-negative floats order as their bits do, and every negative one, -0 included,
     /// has a negative bit pattern). See [`Lanes::max_zero_bits`] for why.
     fn min_bits(self, hi: Self) -> Self;
+    /// `max(self, o)` computed on the bit patterns as signed integers: for values with the
+    /// sign bit clear (absolute values) every NaN orders above infinity and infinity above
+    /// every finite value, which is what tracks whether a NaN or infinity went by.
+    fn max_bits(self, o: Self) -> Self;
     /// The largest lane (for finite lanes a maximum is independent of order).
     fn hmax(self) -> f32;
     /// Rounding to the nearest integer, ties to even (exact, as `f32::round_ties_even`).
@@ -216,6 +220,10 @@ impl<V: Lanes> Lanes for Pair<V> {
         Pair(self.0.min_bits(hi.0), self.1.min_bits(hi.1))
     }
     #[inline(always)]
+    fn max_bits(self, o: Self) -> Self {
+        Pair(self.0.max_bits(o.0), self.1.max_bits(o.1))
+    }
+    #[inline(always)]
     fn load_transposed(x: &[f32], stride: usize, out: &mut [Self]) {
         let n = out.len();
         let mut a = [V::splat(0.0); MAX_RUN];
@@ -367,11 +375,29 @@ pub(crate) fn round_half_away_int<V: Lanes>(v: V) -> V::Int {
 /// not matter for a maximum of finite values, so lanes reduce independently.
 #[inline(always)]
 pub(crate) fn abs_max<V: Lanes>(x: &[f32]) -> f32 {
+    abs_max_seen(x, &mut V::splat(0.0))
+}
+
+/// [`abs_max`], also folding the absolute values' bit patterns into `seen` (see
+/// [`Lanes::max_bits`]), so that a quantizer that reads its input once learns from
+/// [`all_finite`] whether it held a NaN or an infinity.
+#[inline(always)]
+pub(crate) fn abs_max_seen<V: Lanes>(x: &[f32], seen: &mut V) -> f32 {
     let mut m = V::splat(0.0);
     for c in x.chunks_exact(V::N) {
-        m = m.max(V::load(c).abs());
+        let a = V::load(c).abs();
+        m = m.max(a);
+        *seen = seen.max_bits(a);
     }
     m.hmax()
+}
+
+/// Whether every value folded into `seen` by [`abs_max_seen`] was finite.
+#[inline(always)]
+pub(crate) fn all_finite<V: Lanes>(seen: V) -> bool {
+    let mut lanes = [0.0f32; MAX_LANES];
+    seen.store(&mut lanes);
+    lanes[..V::N].iter().all(|v| v.to_bits() < 0x7f80_0000)
 }
 
 /// Lane `j` of `out[i]` is `x[j * stride + first + i]`, one value at a time: the plain
@@ -542,6 +568,14 @@ pub(crate) mod checks {
             assert_eq!(lanes[0].to_bits(), want.to_bits(), "max({a}, +0)");
             hi.store(&mut lanes);
             assert_eq!(lanes[0], a.min(15.0), "min({a}, 15)");
+            // `max_bits` of absolute values orders NaN above infinity above the finite.
+            for &b in values.iter().chain(&[f32::NAN]) {
+                V::splat(a.abs())
+                    .max_bits(V::splat(b.abs()))
+                    .store(&mut lanes);
+                let want = a.abs().to_bits().max(b.abs().to_bits());
+                assert_eq!(lanes[0].to_bits(), want, "max_bits(|{a}|, |{b}|)");
+            }
             // `add_on_mul_unit` is the sum, bit for bit (signed zeros, infinities,
             // subnormals and overflow included), in every lane.
             for &b in &values {

@@ -51,6 +51,8 @@ pub(crate) type Scratch<V> = kquant::PairScratch<lanes::Pair<V>>;
 
 /// Quantizes one row of a type for which [`has_path`] holds, as `scalar::quantize_row`,
 /// searching in `scratch`; `ahead` (the next row, or empty) may be prefetched meanwhile.
+/// For the types of [`checks_finite`] returns whether every value was finite (else
+/// true: the caller checks those before).
 #[inline(always)]
 pub(crate) fn quantize_row<V: Lanes>(
     ty: GgmlType,
@@ -58,9 +60,11 @@ pub(crate) fn quantize_row<V: Lanes>(
     w: Option<&[f32]>,
     y: &mut [u8],
     scratch: &mut Scratch<V>,
-) {
+) -> bool {
     use GgmlType::*;
     match ty {
+        Q8_0 => return q_0::quantize_q8_0::<V>(x, bytemuck::cast_slice_mut(y)),
+        TQ2_0 => return tq2_0::quantize_row::<V>(x, bytemuck::cast_slice_mut(y)),
         // Element-wise conversions: the scalar code, vectorized by the compiler here.
         F16 => scalar::float::quantize_f16(x, y),
         BF16 => scalar::float::quantize_bf16(x, y),
@@ -90,13 +94,19 @@ pub(crate) fn quantize_row<V: Lanes>(
             });
         }
         Q6_K => q6_k::quantize_row::<V>(x, w, bytemuck::cast_slice_mut(y)),
-        Q8_0 => q_0::quantize_q8_0::<V>(x, bytemuck::cast_slice_mut(y)),
         Q8_K => q8_k::quantize_row::<V>(x, bytemuck::cast_slice_mut(y)),
         IQ4_NL => iq4_nl::quantize_iq4_nl::<V>(x, w, bytemuck::cast_slice_mut(y)),
         IQ4_XS => iq4_nl::quantize_iq4_xs::<V>(x, w, bytemuck::cast_slice_mut(y)),
-        TQ2_0 => tq2_0::quantize_row::<V>(x, bytemuck::cast_slice_mut(y)),
         _ => unreachable!("no SIMD quantizer for {ty}; checked by has_path"),
     }
+    true
+}
+
+/// The types whose SIMD quantizers look for NaN and infinity themselves as they read
+/// their input: bound by memory, a separate pass over the input first would cost them
+/// a third of their speed.
+pub(crate) fn checks_finite(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q8_0 | GgmlType::TQ2_0)
 }
 
 /// Dequantizes whole blocks of a type for which [`has_path`] holds.
@@ -160,8 +170,9 @@ macro_rules! simd_entry_points {
                 const { std::cell::RefCell::new(None) };
         }
 
-        /// Quantizes one row with this ISA (see `crate::simd::quantize_row`), in this
-        /// thread's search arrays; `x.1` is what comes next (to prefetch), or empty.
+        /// Quantizes one row with this ISA (see `crate::simd::quantize_row`, whose result it
+        /// returns), in this thread's search arrays; `x.1` is what comes next (to
+        /// prefetch), or empty.
         ///
         /// # Safety
         /// The CPU must support the target features named in the attribute.
@@ -170,7 +181,7 @@ macro_rules! simd_entry_points {
             x: (&[f32], &[f32]),
             w: Option<&[f32]>,
             y: &mut [u8],
-        ) {
+        ) -> bool {
             SCRATCH.with_borrow_mut(|scratch| {
                 // SAFETY: the caller's guarantee.
                 unsafe { quantize_row_in(ty, x, w, y, scratch) }
@@ -188,13 +199,12 @@ macro_rules! simd_entry_points {
             w: Option<&[f32]>,
             y: &mut [u8],
             scratch: &mut Option<Box<crate::simd::Scratch<$lanes>>>,
-        ) {
-            if scratch.is_none() {
-                *scratch = Some(crate::simd::kquant::PairScratch::new());
-            }
-            if let Some(scratch) = scratch {
-                crate::simd::quantize_row::<$lanes>(ty, x, w, y, scratch)
-            }
+        ) -> bool {
+            let made = match scratch.take() {
+                Some(made) => made,
+                None => crate::simd::kquant::PairScratch::new(),
+            };
+            crate::simd::quantize_row::<$lanes>(ty, x, w, y, scratch.insert(made))
         }
 
         /// Dequantizes whole blocks with this ISA (see `crate::simd::dequantize`).

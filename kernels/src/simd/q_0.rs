@@ -9,7 +9,9 @@
 use super::kquant::{
     SubBlockSearch, importance_weights, qx_search, search_sub_blocks, store_lanes,
 };
-use super::lanes::{Lanes, MAX_LANES, abs_max, round_half_away_int, transpose};
+use super::lanes::{
+    Lanes, MAX_LANES, abs_max, abs_max_seen, all_finite, round_half_away_int, transpose,
+};
 use crate::blocks::{BlockQ4_0, BlockQ5_0, BlockQ8_0};
 use crate::num::F16Le;
 use crate::scalar::q5_0::pack5;
@@ -51,15 +53,17 @@ fn signed_max<V: Lanes>(xb: &[f32]) -> f32 {
 }
 
 /// `quantize_row_q8_0_ref`: the absolute maximum maps to 127, each value is
-/// `roundf(x * id)` cast to `int8_t` as C does.
+/// `roundf(x * id)` cast to `int8_t` as C does. Returns whether every value was finite
+/// (the input is read once, so the check for NaN and infinity rides along).
 #[inline(always)]
-pub(crate) fn quantize_q8_0<V: Lanes>(x: &[f32], y: &mut [BlockQ8_0]) {
+pub(crate) fn quantize_q8_0<V: Lanes>(x: &[f32], y: &mut [BlockQ8_0]) -> bool {
     let mut m = [0.0f32; MAX_LANES];
     let mut d_bits = [0u16; MAX_LANES];
     let mut ids = [0.0f32; MAX_LANES];
+    let mut seen = V::splat(0.0);
     for (xg, yg) in x.chunks(QK * V::N).zip(y.chunks_mut(V::N)) {
         for (mb, xb) in m.iter_mut().zip(xg.chunks_exact(QK)) {
-            *mb = abs_max::<V>(xb);
+            *mb = abs_max_seen::<V>(xb, &mut seen);
         }
         scales::<V>(&m, 127.0, &mut d_bits, &mut ids);
         for (b, (block, xb)) in yg.iter_mut().zip(xg.chunks_exact(QK)).enumerate() {
@@ -71,6 +75,7 @@ pub(crate) fn quantize_q8_0<V: Lanes>(x: &[f32], y: &mut [BlockQ8_0]) {
             }
         }
     }
+    all_finite(seen)
 }
 
 /// The codes `MIN(max_code, (int8_t)(x * id + offset))` of one block, as bytes, and the

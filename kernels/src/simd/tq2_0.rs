@@ -1,17 +1,19 @@
 //! tq2_0 over elements: mirrors `scalar::tq2_0::quantize_row` (`quantize_row_tq2_0_ref`).
 
-use super::lanes::{Lanes, abs_max, round_half_away_int};
+use super::lanes::{Lanes, abs_max_seen, all_finite, round_half_away_int};
 use crate::blocks::BlockTq2_0;
 use crate::num::F16Le;
 
 /// `quantize_row_tq2_0_ref`: `lroundf(x * id) + 1` per value, four 2-bit codes a byte.
 /// `lroundf` and C's `(int)` agree on the low bits kept here: both give 0 in the low
-/// 32 bits for the non-finite products of a subnormal block.
+/// 32 bits for the non-finite products of a subnormal block. Returns whether every value
+/// was finite (the input is read once, so the check for NaN and infinity rides along).
 #[inline(always)]
-pub(crate) fn quantize_row<V: Lanes>(x: &[f32], y: &mut [BlockTq2_0]) {
+pub(crate) fn quantize_row<V: Lanes>(x: &[f32], y: &mut [BlockTq2_0]) -> bool {
     let mut codes = [0i32; 256];
+    let mut seen = V::splat(0.0);
     for (xb, block) in x.chunks_exact(256).zip(y.iter_mut()) {
-        let d = abs_max::<V>(xb);
+        let d = abs_max_seen::<V>(xb, &mut seen);
         let id = V::splat(if d != 0.0 { 1.0 / d } else { 0.0 });
         block.d = F16Le::from_f32(d);
         for (xs, cs) in xb.chunks_exact(V::N).zip(codes.chunks_exact_mut(V::N)) {
@@ -28,4 +30,5 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], y: &mut [BlockTq2_0]) {
             }
         }
     }
+    all_finite(seen)
 }

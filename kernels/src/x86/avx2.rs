@@ -96,6 +96,16 @@ impl Lanes for Avx2 {
         }
     }
     #[inline(always)]
+    fn max_bits(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe {
+            Avx2(_mm256_castsi256_ps(_mm256_max_epi32(
+                _mm256_castps_si256(self.0),
+                _mm256_castps_si256(o.0),
+            )))
+        }
+    }
+    #[inline(always)]
     fn min_bits(self, hi: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe {

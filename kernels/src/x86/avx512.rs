@@ -94,6 +94,16 @@ impl Lanes for Avx512 {
         }
     }
     #[inline(always)]
+    fn max_bits(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe {
+            Avx512(_mm512_castsi512_ps(_mm512_max_epi32(
+                _mm512_castps_si512(self.0),
+                _mm512_castps_si512(o.0),
+            )))
+        }
+    }
+    #[inline(always)]
     fn min_bits(self, hi: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe {

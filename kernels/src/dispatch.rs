@@ -202,18 +202,18 @@ impl Codec {
     }
 
     /// Runs whole blocks through this codec's dequantizer.
-    fn dequantize_blocks(&self, x: &[u8], y: &mut [f32]) {
+    fn dequantize_blocks(&self, x: &[u8], y: &mut [f32], stream: bool) {
         match self.isa {
             Isa::Scalar => scalar::dequantize(self.ty, x, y),
             // SAFETY: a Codec with this ISA exists only when `Isa::is_supported` held.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { crate::x86::avx2::dequantize(self.ty, x, y) },
+            Isa::Avx2 => unsafe { crate::x86::avx2::dequantize(self.ty, x, y, stream) },
             // SAFETY: as above.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { crate::x86::avx512::dequantize(self.ty, x, y) },
+            Isa::Avx512 => unsafe { crate::x86::avx512::dequantize(self.ty, x, y, stream) },
             // SAFETY: as above.
             #[cfg(target_arch = "aarch64")]
-            Isa::Neon => unsafe { crate::aarch64::neon::dequantize(self.ty, x, y) },
+            Isa::Neon => unsafe { crate::aarch64::neon::dequantize(self.ty, x, y, stream) },
             #[allow(unreachable_patterns)]
             _ => unreachable!("{} cannot be supported on this architecture", self.isa),
         }
@@ -343,7 +343,7 @@ impl Codec {
     /// Dequantizes as [`crate::dequantize`] does, on this codec's path.
     pub fn dequantize(&self, src: &[u8], dst: &mut [f32]) -> Result<()> {
         self.check_dequantize(src, dst)?;
-        self.dequantize_blocks(src, dst);
+        self.dequantize_blocks(src, dst, dst.len() >= STREAM_FLOATS);
         Ok(())
     }
 
@@ -352,9 +352,10 @@ impl Codec {
         self.check_dequantize(src, dst)?;
         let ty = self.ty;
         let blocks = (PAR_TASK_BYTES / 4 / ty.block_size()).max(1);
+        let stream = dst.len() >= STREAM_FLOATS;
         src.par_chunks(blocks * ty.type_size())
             .zip(dst.par_chunks_mut(blocks * ty.block_size()))
-            .for_each(|(x, y)| self.dequantize_blocks(x, y));
+            .for_each(|(x, y)| self.dequantize_blocks(x, y, stream));
         Ok(())
     }
 
@@ -377,6 +378,11 @@ impl Codec {
         check_len("destination elements", n, dst.len())
     }
 }
+
+/// Dequantized outputs of at least this many floats (32 MiB, as large as a large
+/// last-level cache: they would not stay in it) are written with streaming stores where
+/// the path has them.
+const STREAM_FLOATS: usize = 8 << 20;
 
 /// Input bytes (f32) per parallel task: small enough to balance, large enough to amortize.
 const PAR_TASK_BYTES: usize = 256 << 10;

@@ -187,6 +187,57 @@ simd_vs_scalar! {
 
 /// `QUANTFORGE_ISA` caps the choice: with it unset, the best codec is the widest ISA this
 /// CPU has for the types with SIMD paths.
+/// Outputs of 32 MiB and more are written with streaming stores (q4_K, q8_0): the same
+/// bits as the scalar dequantizer, whole and spread over threads, from aligned and
+/// unaligned destinations.
+#[test]
+fn large_dequantized_outputs_are_bit_identical() {
+    let n = (8 << 20) + 4096;
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let x: Vec<f32> = (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1
+        })
+        .collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    for ty in [GgmlType::Q4_K, GgmlType::Q8_0] {
+        let fast = Codec::best(ty);
+        let mut q = vec![0u8; n / ty.block_size() * ty.type_size()];
+        fast.quantize(&x, 4096, None, &mut q).unwrap();
+        let mut want = vec![0.0f32; n];
+        Codec::new(ty, Isa::Scalar)
+            .unwrap()
+            .dequantize(&q, &mut want)
+            .unwrap();
+        for isa in [Isa::Avx2, Isa::Avx512, Isa::Neon] {
+            let Some(codec) = codec_or_skip(ty, isa) else {
+                continue;
+            };
+            for shift in [0usize, 1, 4] {
+                let mut got = vec![0.0f32; n + shift];
+                for par in [false, true] {
+                    let out = &mut got[shift..];
+                    match par {
+                        false => codec.dequantize(&q, out).unwrap(),
+                        true => pool.install(|| codec.dequantize_par(&q, out)).unwrap(),
+                    }
+                    let same = out
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{ty} on {isa}, shift {shift}, par {par}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn best_codec_uses_the_widest_supported_isa() {
     if std::env::var_os("QUANTFORGE_ISA").is_some() {

@@ -124,6 +124,16 @@ pub(crate) trait Lanes: Copy {
     fn prefetch(s: &[f32]) {
         let _ = s;
     }
+    /// Stores into `s[..N]` around the caches (a streaming store: no read of the line
+    /// first) where the ISA has one and `s` starts on a 16-byte boundary, else as
+    /// [`Lanes::store`]. A run of these ends with [`Lanes::stream_fence`].
+    #[inline(always)]
+    fn store_stream(self, s: &mut [f32]) {
+        self.store(s)
+    }
+    /// Orders the streaming stores before it before any later store.
+    #[inline(always)]
+    fn stream_fence() {}
     /// `table[i & 15]` per lane.
     #[inline(always)]
     fn lookup16(table: &[f32; 16], i: Self::Int) -> Self {

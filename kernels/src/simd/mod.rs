@@ -109,9 +109,12 @@ pub(crate) fn checks_finite(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::Q8_0 | GgmlType::TQ2_0)
 }
 
-/// Dequantizes whole blocks of a type for which [`has_path`] holds.
+/// Dequantizes whole blocks of a type for which [`has_path`] holds. With `stream` (an
+/// output too large to stay in the caches), the dequantizers that have streaming stores
+/// (q4_K, q8_0) write around the caches: otherwise each line is first read from memory
+/// only to be overwritten.
 #[inline(always)]
-pub(crate) fn dequantize<V: Lanes>(ty: GgmlType, x: &[u8], y: &mut [f32]) {
+pub(crate) fn dequantize<V: Lanes>(ty: GgmlType, x: &[u8], y: &mut [f32], stream: bool) {
     use GgmlType::*;
     match ty {
         F16 => widen_f16::<V>(x, y),
@@ -120,10 +123,14 @@ pub(crate) fn dequantize<V: Lanes>(ty: GgmlType, x: &[u8], y: &mut [f32]) {
         Q5_0 => scalar::q5_0::dequantize_row(bytemuck::cast_slice(x), y),
         Q2_K => scalar::q2_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q3_K => scalar::q3_k::dequantize_row(bytemuck::cast_slice(x), y),
+        // Outputs larger than the caches are written around them (no line is read only
+        // to be overwritten); smaller ones, likely read again soon, through them.
+        Q4_K if stream => scale_min::dequantize_q4_k::<V::Narrow, true>(bytemuck::cast_slice(x), y),
         Q4_K => scalar::q4_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q5_K => scalar::q5_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q6_K => scalar::q6_k::dequantize_row(bytemuck::cast_slice(x), y),
-        Q8_0 => q_0::dequantize_q8_0::<V::Narrow>(bytemuck::cast_slice(x), y),
+        Q8_0 if stream => q_0::dequantize_q8_0::<V::Narrow, true>(bytemuck::cast_slice(x), y),
+        Q8_0 => q_0::dequantize_q8_0::<V::Narrow, false>(bytemuck::cast_slice(x), y),
         Q8_K => scalar::q8_k::dequantize_row(bytemuck::cast_slice(x), y),
         IQ4_NL => scalar::iq4_nl::dequantize_row(bytemuck::cast_slice(x), y),
         IQ4_XS => scalar::iq4_xs::dequantize_row(bytemuck::cast_slice(x), y),
@@ -212,8 +219,13 @@ macro_rules! simd_entry_points {
         /// # Safety
         /// The CPU must support the target features named in the attribute.
         #[target_feature(enable = $features)]
-        pub(crate) unsafe fn dequantize(ty: crate::GgmlType, x: &[u8], y: &mut [f32]) {
-            crate::simd::dequantize::<$lanes>(ty, x, y)
+        pub(crate) unsafe fn dequantize(
+            ty: crate::GgmlType,
+            x: &[u8],
+            y: &mut [f32],
+            stream: bool,
+        ) {
+            crate::simd::dequantize::<$lanes>(ty, x, y, stream)
         }
 
         /// The first NaN or infinity, with this ISA (see `crate::simd::first_non_finite`).

@@ -249,14 +249,23 @@ pub(crate) fn quantize_q5_0_weighted<V: Lanes>(x: &[f32], qw: &[f32], y: &mut [B
 
 /// `dequantize_row_q8_0`: `y = q * d` (the signed byte widened exactly, then the scalar
 /// code's one product). Bound by its writes: run with an ISA's `Narrow` lanes (with
-/// 512-bit stores it wrote f32 at about 0.93x of ggml's build on AMD Zen 4).
+/// 512-bit stores it wrote f32 at about 0.93x of ggml's build on AMD Zen 4); `STREAM`
+/// writes around the caches (see [`Lanes::store_stream`]).
 #[inline(always)]
-pub(crate) fn dequantize_q8_0<V: Lanes>(x: &[BlockQ8_0], y: &mut [f32]) {
+pub(crate) fn dequantize_q8_0<V: Lanes, const STREAM: bool>(x: &[BlockQ8_0], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK)) {
         let d = V::splat(block.d.to_f32());
         for k in (0..QK).step_by(V::N) {
-            V::load_i8(&block.qs[k..]).mul(d).store(&mut yb[k..]);
+            let v = V::load_i8(&block.qs[k..]).mul(d);
+            if STREAM {
+                v.store_stream(&mut yb[k..]);
+            } else {
+                v.store(&mut yb[k..]);
+            }
         }
+    }
+    if STREAM {
+        V::stream_fence();
     }
 }
 

@@ -10,7 +10,7 @@ use super::kquant::{
     sub_block_weights_into,
 };
 use super::lanes::{Lanes, MAX_LANES, Pair, from_fn, transpose, transpose_into};
-use crate::blocks::QK_K;
+use crate::blocks::{BlockQ4K, QK_K};
 use crate::num::F16Le;
 use crate::scalar::kquant::{
     ScaleMinFormat, ScaleMinSuperBlock, choose_scale_min_codes, get_scale_min_k4,
@@ -280,5 +280,49 @@ pub(crate) fn requantize_with_min<V: Lanes>(x: &[f32], d: f32, dm: f32, nmax: i3
     for (xs, ls) in x.chunks_exact(V::N).zip(l.chunks_exact_mut(V::N)) {
         let q = V::load(xs).add(dmv).div(dv).nearest_int();
         V::store_u8(V::clamp_int(q, 0, nmax), ls);
+    }
+}
+
+/// Stores `v` into `s[..V::N]`, bypassing the caches when `STREAM` (see
+/// [`Lanes::store_stream`]).
+#[inline(always)]
+fn put<V: Lanes, const STREAM: bool>(v: V, s: &mut [f32]) {
+    if STREAM {
+        v.store_stream(s)
+    } else {
+        v.store(s)
+    }
+}
+
+/// `dequantize_row_q4_K` in lanes: each 64 values share 32 bytes, whose low nibbles are
+/// the first 32 values (`y = (d*sc1)*q - dmin*m1`) and high nibbles the next 32. The
+/// nibbles are split in float as in [`super::q_0::dequantize_q4_0`]; the products and
+/// differences are the scalar code's own. `STREAM` writes around the caches.
+#[inline(always)]
+pub(crate) fn dequantize_q4_k<V: Lanes, const STREAM: bool>(x: &[BlockQ4K], y: &mut [f32]) {
+    let (sixteenth, sixteen) = (V::splat(0.0625), V::splat(16.0));
+    for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
+        let (d, min) = (block.d.to_f32(), block.dmin.to_f32());
+        for (j, (ys, qs)) in yb
+            .chunks_exact_mut(64)
+            .zip(block.qs.chunks_exact(32))
+            .enumerate()
+        {
+            let (sc1, m1) = get_scale_min_k4(2 * j, &block.scales);
+            let (sc2, m2) = get_scale_min_k4(2 * j + 1, &block.scales);
+            let (d1, m1) = (V::splat(d * sc1 as f32), V::splat(min * m1 as f32));
+            let (d2, m2) = (V::splat(d * sc2 as f32), V::splat(min * m2 as f32));
+            let (lo_out, hi_out) = ys.split_at_mut(32);
+            for k in (0..32).step_by(V::N) {
+                let q = V::load_u8(&qs[k..]);
+                let hi = V::int_to_f32(q.mul(sixteenth).c_int());
+                let lo = q.sub(hi.mul(sixteen));
+                put::<V, STREAM>(d1.mul(lo).sub(m1), &mut lo_out[k..]);
+                put::<V, STREAM>(d2.mul(hi).sub(m2), &mut hi_out[k..]);
+            }
+        }
+    }
+    if STREAM {
+        V::stream_fence();
     }
 }

@@ -174,6 +174,26 @@ impl Lanes for Avx2 {
         unsafe { _mm_prefetch::<_MM_HINT_T1>(s.as_ptr().cast()) }
     }
     #[inline(always)]
+    fn store_stream(self, s: &mut [f32]) {
+        let s = &mut s[..8];
+        let p = s.as_mut_ptr();
+        // SAFETY: see the impl comment; `s` holds 8 floats, at a 16-byte boundary when
+        // streamed.
+        unsafe {
+            if (p as usize).is_multiple_of(16) {
+                _mm_stream_ps(p, _mm256_castps256_ps128(self.0));
+                _mm_stream_ps(p.add(4), _mm256_extractf128_ps::<1>(self.0));
+            } else {
+                _mm256_storeu_ps(p, self.0)
+            }
+        }
+    }
+    #[inline(always)]
+    fn stream_fence() {
+        // SAFETY: see the impl comment.
+        unsafe { _mm_sfence() }
+    }
+    #[inline(always)]
     fn or(a: __m256, b: __m256) -> __m256 {
         // SAFETY: see the impl comment.
         unsafe { _mm256_or_ps(a, b) }

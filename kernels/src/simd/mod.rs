@@ -7,7 +7,8 @@
 //! point, where the compiler vectorizes their element-wise IEEE operations (no
 //! contraction, no reassociation: the same bits by construction); q4_0's, whose loop the
 //! compiler vectorizes badly, and q8_0's, which stores with the ISA's narrow lanes, are
-//! written in lanes.
+//! written in lanes, and so is q4_K's for outputs too large for the caches, which it
+//! writes with streaming stores (as q8_0's does then).
 
 pub(crate) mod iq4_nl;
 pub(crate) mod kquant;

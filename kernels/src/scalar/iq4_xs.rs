@@ -1,5 +1,5 @@
 //! iq4_xs: 256 weights per super-block, 4-bit indices into the non-linear levels
-//! [`KVALUES_IQ4NL`](super::tables::KVALUES_IQ4NL), one 6-bit scale per sub-block of 32
+//! [`KVALUES_IQ4NL`], one 6-bit scale per sub-block of 32
 //! and an fp16 super-block scale. Mirrors ggml's `quantize_iq4_xs` (through the search
 //! shared with iq4_nl, [`super::iq4_nl`]) and `dequantize_row_iq4_xs`.
 

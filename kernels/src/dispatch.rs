@@ -148,8 +148,7 @@ impl Codec {
         if self.isa != Isa::Scalar && simd::checks_finite(self.ty) {
             for (r, y) in dst.chunks_exact_mut(row_size).enumerate() {
                 let at = r * n_per_row;
-                let x = &src[at..at + n_per_row];
-                let next = src.get(at + n_per_row..at + 2 * n_per_row).unwrap_or(&[]);
+                let (x, next) = row_and_next(src, at, n_per_row);
                 if !self.quantize_one_row((x, next), w, y)
                     && let Some(i) = self.first_non_finite(x)
                 {
@@ -168,12 +167,8 @@ impl Codec {
                 return Err(s * span + i);
             }
             for (r, y) in ys.chunks_exact_mut(row_size).enumerate() {
-                // The row and the one after it (possibly in the next span), which the
-                // search may prefetch.
-                let at = s * span + r * n_per_row;
-                let x = &src[at..at + n_per_row];
-                let next = src.get(at + n_per_row..at + 2 * n_per_row).unwrap_or(&[]);
-                self.quantize_one_row((x, next), w, y);
+                let rows = row_and_next(src, s * span + r * n_per_row, n_per_row);
+                self.quantize_one_row(rows, w, y);
             }
         }
         Ok(())
@@ -377,6 +372,13 @@ impl Codec {
         let n = src.len() / ty.type_size() * ty.block_size();
         check_len("destination elements", n, dst.len())
     }
+}
+
+/// The row of `n` values at `src[at..]` and the one after it (possibly in the next span;
+/// empty after the last), which the search may prefetch.
+fn row_and_next(src: &[f32], at: usize, n: usize) -> (&[f32], &[f32]) {
+    let next = src.get(at + n..at + 2 * n).unwrap_or(&[]);
+    (&src[at..at + n], next)
 }
 
 /// Dequantized outputs of at least this many floats (32 MiB, as large as a large

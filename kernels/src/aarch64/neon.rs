@@ -79,16 +79,6 @@ impl Lanes for Neon {
         unsafe { Neon(vminq_f32(self.0, o.0)) }
     }
     #[inline(always)]
-    fn max_zero_bits(self) -> Self {
-        // SAFETY: see the impl comment.
-        unsafe {
-            Neon(vreinterpretq_f32_s32(vmaxq_s32(
-                vreinterpretq_s32_f32(self.0),
-                vdupq_n_s32(0),
-            )))
-        }
-    }
-    #[inline(always)]
     fn max_bits(self, o: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe {

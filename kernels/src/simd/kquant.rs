@@ -716,6 +716,7 @@ pub(crate) fn qp_quants<V: Lanes, const N: usize>(
         suml2 = suml2.add(w[i].mul(q).mul(q));
     }
     for _ in 0..5 {
+        // No lane yet.
         let mut changed = V::and_not(all_zero, all_zero);
         for i in 0..N {
             let old = l[i];

@@ -57,7 +57,10 @@ pub(crate) trait Lanes: Copy {
     /// bit set (a negative value, -0) becomes +0, any other stays. For every lane that is
     /// not NaN this is the float maximum with +0; it runs on the integer units, which on
     /// some CPUs (AMD Zen 4) sit beside the busy floating-point adders.
-    fn max_zero_bits(self) -> Self;
+    #[inline(always)]
+    fn max_zero_bits(self) -> Self {
+        self.max_bits(Self::splat(0.0))
+    }
     /// `min(self, hi)` computed on the bit patterns as signed integers, for `hi` positive
     /// and finite in every lane: for every lane that is not NaN this is the float minimum
     /// (non-negative floats order as their bits do, and every negative one, -0 included,
@@ -220,10 +223,6 @@ impl<V: Lanes> Lanes for Pair<V> {
     #[inline(always)]
     fn min(self, o: Self) -> Self {
         Pair(self.0.min(o.0), self.1.min(o.1))
-    }
-    #[inline(always)]
-    fn max_zero_bits(self) -> Self {
-        Pair(self.0.max_zero_bits(), self.1.max_zero_bits())
     }
     #[inline(always)]
     fn min_bits(self, hi: Self) -> Self {

@@ -126,7 +126,9 @@ pub(crate) fn dequantize<V: Lanes>(ty: GgmlType, x: &[u8], y: &mut [f32], stream
         Q3_K => scalar::q3_k::dequantize_row(bytemuck::cast_slice(x), y),
         // Outputs larger than the caches are written around them (no line is read only
         // to be overwritten); smaller ones, likely read again soon, through them.
-        Q4_K if stream => scale_min::dequantize_q4_k::<V::Narrow, true>(bytemuck::cast_slice(x), y),
+        Q4_K if stream => {
+            scale_min::dequantize_q4_k_streaming::<V::Narrow>(bytemuck::cast_slice(x), y)
+        }
         Q4_K => scalar::q4_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q5_K => scalar::q5_k::dequantize_row(bytemuck::cast_slice(x), y),
         Q6_K => scalar::q6_k::dequantize_row(bytemuck::cast_slice(x), y),

@@ -101,6 +101,7 @@ fn weighted_codes<V: Lanes>(
     let mut out = Vec::with_capacity(nb);
     let (mut d, mut dmin) = ([0.0f32; MAX_LANES], [0.0f32; MAX_LANES]);
     let (mut ls, mut lm) = ([[0.0f32; MAX_LANES]; 8], [[0.0f32; MAX_LANES]; 8]);
+    let cap = if format.clamp_weighted_codes { 63 } else { 255 };
     for g in (0..nb).step_by(V::N) {
         let count = V::N.min(nb - g);
         let w: [V; 8] = transpose(&sw[8 * g..], count);
@@ -113,7 +114,6 @@ fn weighted_codes<V: Lanes>(
             lm_v[k].store(&mut lm[k]);
         }
         for lane in 0..count {
-            let cap = if format.clamp_weighted_codes { 63 } else { 255 };
             let code = |l: &[[f32; MAX_LANES]; 8]| -> [u8; 8] {
                 std::array::from_fn(|k| (l[k][lane] as u8).min(cap))
             };
@@ -283,23 +283,13 @@ pub(crate) fn requantize_with_min<V: Lanes>(x: &[f32], d: f32, dm: f32, nmax: i3
     }
 }
 
-/// Stores `v` into `s[..V::N]`, bypassing the caches when `STREAM` (see
-/// [`Lanes::store_stream`]).
-#[inline(always)]
-fn put<V: Lanes, const STREAM: bool>(v: V, s: &mut [f32]) {
-    if STREAM {
-        v.store_stream(s)
-    } else {
-        v.store(s)
-    }
-}
-
 /// `dequantize_row_q4_K` in lanes: each 64 values share 32 bytes, whose low nibbles are
 /// the first 32 values (`y = (d*sc1)*q - dmin*m1`) and high nibbles the next 32. The
 /// nibbles are split in float as in [`super::q_0::dequantize_q4_0`]; the products and
-/// differences are the scalar code's own. `STREAM` writes around the caches.
+/// differences are the scalar code's own. For outputs too large for the caches: it writes
+/// around them (see [`Lanes::store_stream`]).
 #[inline(always)]
-pub(crate) fn dequantize_q4_k<V: Lanes, const STREAM: bool>(x: &[BlockQ4K], y: &mut [f32]) {
+pub(crate) fn dequantize_q4_k_streaming<V: Lanes>(x: &[BlockQ4K], y: &mut [f32]) {
     let (sixteenth, sixteen) = (V::splat(0.0625), V::splat(16.0));
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let (d, min) = (block.d.to_f32(), block.dmin.to_f32());
@@ -317,12 +307,10 @@ pub(crate) fn dequantize_q4_k<V: Lanes, const STREAM: bool>(x: &[BlockQ4K], y: &
                 let q = V::load_u8(&qs[k..]);
                 let hi = V::int_to_f32(q.mul(sixteenth).c_int());
                 let lo = q.sub(hi.mul(sixteen));
-                put::<V, STREAM>(d1.mul(lo).sub(m1), &mut lo_out[k..]);
-                put::<V, STREAM>(d2.mul(hi).sub(m2), &mut hi_out[k..]);
+                d1.mul(lo).sub(m1).store_stream(&mut lo_out[k..]);
+                d2.mul(hi).sub(m2).store_stream(&mut hi_out[k..]);
             }
         }
     }
-    if STREAM {
-        V::stream_fence();
-    }
+    V::stream_fence();
 }

@@ -86,16 +86,6 @@ impl Lanes for Avx2 {
         unsafe { Avx2(_mm256_min_ps(self.0, o.0)) }
     }
     #[inline(always)]
-    fn max_zero_bits(self) -> Self {
-        // SAFETY: see the impl comment.
-        unsafe {
-            Avx2(_mm256_castsi256_ps(_mm256_max_epi32(
-                _mm256_castps_si256(self.0),
-                _mm256_setzero_si256(),
-            )))
-        }
-    }
-    #[inline(always)]
     fn max_bits(self, o: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe {

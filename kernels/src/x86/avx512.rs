@@ -84,16 +84,6 @@ impl Lanes for Avx512 {
         unsafe { Avx512(_mm512_min_ps(self.0, o.0)) }
     }
     #[inline(always)]
-    fn max_zero_bits(self) -> Self {
-        // SAFETY: see the impl comment.
-        unsafe {
-            Avx512(_mm512_castsi512_ps(_mm512_max_epi32(
-                _mm512_castps_si512(self.0),
-                _mm512_setzero_si512(),
-            )))
-        }
-    }
-    #[inline(always)]
     fn max_bits(self, o: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe {

@@ -136,7 +136,7 @@ impl Codec {
     /// non-finite value and returns its index in `src`; the rows before it are quantized.
     /// A SIMD quantizer of `simd::checks_finite` checks its row as it reads it instead
     /// (a separate pass would cost a memory-bound quantizer a third of its speed): then
-    /// the row holding the value has been written too.
+    /// the row holding the value may have been written too.
     fn quantize_rows(
         &self,
         src: &[f32],

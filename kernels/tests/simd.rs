@@ -307,7 +307,9 @@ proptest! {
         seed in any::<u64>(),
     ) {
         // q8_0 checks with a separate pass on the scalar path and while quantizing on
-        // the SIMD paths; tq2_0 likewise, with rows of 256.
+        // the SIMD paths; tq2_0 likewise, with rows of 256; q4_K and q5_K (with and
+        // without importance values) on the SIMD paths from the sums of squares their
+        // searches compute, which finite values whose squares overflow make infinite too.
         let len = len.next_multiple_of(256);
         let mut rng = seed;
         let mut x: Vec<f32> = (0..len)
@@ -324,24 +326,35 @@ proptest! {
         }
         let first = x.iter().position(|v| !v.is_finite());
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
-        for (ty, n, isa) in [GgmlType::Q8_0, GgmlType::TQ2_0].into_iter().flat_map(|ty| {
+        let ones = [1.0f32; 256];
+        let element_wise = [GgmlType::Q8_0, GgmlType::TQ2_0].into_iter().flat_map(|ty| {
             let n = if ty == GgmlType::Q8_0 { 32 } else { 256 };
-            [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon].map(|isa| (ty, n, isa))
-        }) {
+            [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon].map(|isa| (ty, n, isa, None))
+        });
+        // The scalar k-quant paths check as q8_0's does (above), and slowly.
+        let k_quants = [GgmlType::Q4_K, GgmlType::Q5_K].into_iter().flat_map(|ty| {
+            [None, Some(&ones[..])]
+                .into_iter()
+                .flat_map(move |w| [Isa::Avx2, Isa::Avx512, Isa::Neon].map(|isa| (ty, 256, isa, w)))
+        });
+        for (ty, n, isa, w) in element_wise.chain(k_quants) {
             let Some(codec) = codec_or_skip(ty, isa) else {
                 continue;
             };
             let mut y = vec![0u8; len / n * ty.row_size(n).unwrap()];
             for par in [false, true] {
                 let got = match par {
-                    false => codec.quantize(&x, n, None, &mut y),
-                    true => pool.install(|| codec.quantize_par(&x, n, None, &mut y)),
+                    false => codec.quantize(&x, n, w, &mut y),
+                    true => pool.install(|| codec.quantize_par(&x, n, w, &mut y)),
                 };
+                let imx = w.is_some();
                 match got {
-                    Ok(_) => prop_assert_eq!(first, None, "{} {} (par {}) missed it", ty, isa, par),
-                    Err(quantforge_kernels::Error::NonFinite { index, .. }) => {
-                        prop_assert_eq!(Some(index), first, "{} {} (par {})", ty, isa, par)
-                    }
+                    Ok(_) => prop_assert_eq!(
+                        first, None, "{} {} (par {}, imatrix {}) missed it", ty, isa, par, imx
+                    ),
+                    Err(quantforge_kernels::Error::NonFinite { index, .. }) => prop_assert_eq!(
+                        Some(index), first, "{} {} (par {}, imatrix {})", ty, isa, par, imx
+                    ),
                     Err(e) => panic!("{isa}: {e}"),
                 }
             }

@@ -121,7 +121,7 @@ pub(crate) trait Lanes: Copy {
     fn load_transposed(x: &[f32], stride: usize, out: &mut [Self]) {
         gather_columns(x, stride, 0, out);
     }
-    /// Asks for the cache line holding `s[0]` to be brought into the second-level cache
+    /// Asks for the cache line holding `s[0]` to be brought into the first-level cache
     /// (a hint: no effect on any result; nothing on ISAs without one here).
     #[inline(always)]
     fn prefetch(s: &[f32]) {

@@ -83,14 +83,14 @@ pub(crate) fn quantize_row<V: Lanes>(
         Q4_K => {
             let blocks = bytemuck::cast_slice_mut(y);
             let work = (scratch, ahead);
-            scale_min::quantize_row::<V>(x, w, &scalar::q4_k::FORMAT, work, |b, sb| {
+            return scale_min::quantize_row::<V>(x, w, &scalar::q4_k::FORMAT, work, |b, sb| {
                 scalar::q4_k::pack(sb, &mut blocks[b])
             });
         }
         Q5_K => {
             let blocks = bytemuck::cast_slice_mut(y);
             let work = (scratch, ahead);
-            scale_min::quantize_row::<V>(x, w, &scalar::q5_k::FORMAT, work, |b, sb| {
+            return scale_min::quantize_row::<V>(x, w, &scalar::q5_k::FORMAT, work, |b, sb| {
                 scalar::q5_k::pack(sb, &mut blocks[b])
             });
         }
@@ -104,10 +104,14 @@ pub(crate) fn quantize_row<V: Lanes>(
 }
 
 /// The types whose SIMD quantizers look for NaN and infinity themselves as they read
-/// their input: bound by memory, a separate pass over the input first would cost them
-/// a third of their speed.
+/// their input: bound by memory, q8_0 and tq2_0 would lose a third of their speed to a
+/// separate pass over the input first; the q4_K and q5_K searches see them in sums they
+/// compute anyway (see `scale_min::quantize_row`) and prefetch their input themselves.
 pub(crate) fn checks_finite(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q8_0 | GgmlType::TQ2_0)
+    matches!(
+        ty,
+        GgmlType::Q8_0 | GgmlType::TQ2_0 | GgmlType::Q4_K | GgmlType::Q5_K
+    )
 }
 
 /// Dequantizes whole blocks of a type for which [`has_path`] holds. With `stream` (an

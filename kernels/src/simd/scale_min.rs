@@ -18,8 +18,15 @@ use crate::scalar::kquant::{
 };
 
 /// Quantizes one row (`x.len()` a multiple of 256, `qw` its importance weights) in
-/// `scratch`, prefetching `ahead` (what comes next: the next row), and hands each finished
-/// super-block to `emit` in order.
+/// `scratch`, prefetching its values (and the start of `ahead`, the next row) a pair of
+/// groups before they are searched, and hands each finished
+/// super-block to `emit` in order. Returns false, having emitted nothing, when the row
+/// holds a NaN or an infinity.
+///
+/// The row is not read for them first: a value that is not finite makes the sum of its
+/// sub-block's squares (or super-block's, with weights) NaN or infinite, which the search
+/// computes anyway; only a row where one of those sums is (finite values whose squares
+/// overflow can make it so) is looked through value by value before anything is emitted.
 #[inline(always)]
 pub(crate) fn quantize_row<V: Lanes>(
     x: &[f32],
@@ -27,10 +34,15 @@ pub(crate) fn quantize_row<V: Lanes>(
     format: &ScaleMinFormat,
     (scratch, ahead): (&mut PairScratch<Pair<V>>, &[f32]),
     mut emit: impl FnMut(usize, ScaleMinSuperBlock),
-) {
+) -> bool {
     let nb = x.len() / QK_K;
     let sigma2 = super_block_sigma2::<V>(x, qw, 2.0);
+    let suspect = match &sigma2 {
+        Some(s2) => !s2.iter().all(|s| s.is_finite()),
+        None => false,
+    };
     let mut search = Search {
+        suspect,
         x,
         qw,
         sigma2: sigma2.as_deref(),
@@ -42,8 +54,15 @@ pub(crate) fn quantize_row<V: Lanes>(
     };
     search_sub_blocks::<V>(nb * 8, &mut search, Some(scratch));
     let Search {
-        scales, mins, sw, ..
+        scales,
+        mins,
+        sw,
+        suspect,
+        ..
     } = search;
+    if suspect && !x.iter().all(|v| v.is_finite()) {
+        return false;
+    }
     // Not `qw.map(..)`: a closure would be compiled without the ISA's target features.
     #[allow(clippy::manual_map)]
     let weighted = match qw {
@@ -85,6 +104,7 @@ pub(crate) fn quantize_row<V: Lanes>(
             },
         );
     }
+    true
 }
 
 /// `choose_scale_min_codes` with weights for every super-block of a row (8 scales, mins
@@ -134,8 +154,10 @@ struct Search<'a> {
     qw: Option<&'a [f32]>,
     sigma2: Option<&'a [f32]>,
     format: &'a ScaleMinFormat,
-    /// The values to be quantized after these, prefetched during the search.
+    /// The next row, whose start is prefetched during the search of this row's end.
     ahead: &'a [f32],
+    /// Whether a sum of squares was NaN or infinite (see [`quantize_row`]).
+    suspect: bool,
     scales: Vec<f32>,
     mins: Vec<f32>,
     sw: Vec<f32>,
@@ -163,6 +185,9 @@ impl Search<'_> {
                 for xi in xt.iter() {
                     ss = ss.add(xi.mul(*xi));
                 }
+                let every_lane = V::splat(0.0).eq(V::splat(0.0));
+                let finite = ss.lt(V::splat(f32::INFINITY));
+                self.suspect |= V::any(V::and_not(every_lane, finite));
                 let av_x = ss.div(V::splat(32.0)).sqrt();
                 for i in 0..32 {
                     w[i] = av_x.add(xt[i].abs());
@@ -203,7 +228,18 @@ impl SubBlockSearch for Search<'_> {
         self.values_and_weights::<V>(g, V::N, &mut s.xa, &mut s.wa);
         self.values_and_weights::<V>(g + V::N, V::N, &mut s.xb, &mut s.wb);
         let (search, level) = self.params();
-        let ahead = self.ahead.get(g * 32..(g + 2 * V::N) * 32).unwrap_or(&[]);
+        let (end, span) = ((g + 2 * V::N) * 32, 2 * V::N * 32);
+        let ahead = match self.qw {
+            // The values searched next (the rest of this row's, else the next row's) are
+            // brought into the first-level cache meanwhile: the transposition that reads
+            // them would otherwise wait on the second level.
+            None if end < self.x.len() => &self.x[end..self.x.len().min(end + span)],
+            None => &self.ahead[..self.ahead.len().min(span)],
+            // With weights the row is read whole before its search (its super-blocks'
+            // sums of squares), which finds it in the cache when the search of the row
+            // before prefetched it.
+            Some(_) => self.ahead.get(g * 32..end).unwrap_or(&[]),
+        };
         let [a, b] = qkx_search_two::<V, 32, false>(
             (&s.xa, &s.wa, &mut s.la),
             (&s.xb, &s.wb, &mut s.lb),

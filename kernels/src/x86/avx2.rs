@@ -161,7 +161,7 @@ impl Lanes for Avx2 {
     fn prefetch(s: &[f32]) {
         // SAFETY: a prefetch reads nothing into the program and never faults; `s` is a
         // live slice besides.
-        unsafe { _mm_prefetch::<_MM_HINT_T1>(s.as_ptr().cast()) }
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(s.as_ptr().cast()) }
     }
     #[inline(always)]
     fn store_stream(self, s: &mut [f32]) {

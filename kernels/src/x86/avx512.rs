@@ -148,7 +148,7 @@ impl Lanes for Avx512 {
     fn prefetch(s: &[f32]) {
         // SAFETY: a prefetch reads nothing into the program and never faults; `s` is a
         // live slice besides.
-        unsafe { _mm_prefetch::<_MM_HINT_T1>(s.as_ptr().cast()) }
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(s.as_ptr().cast()) }
     }
     #[inline(always)]
     fn or(a: __mmask16, b: __mmask16) -> __mmask16 {

@@ -554,6 +554,12 @@ pub(crate) struct ScaleMinSuperBlock {
     pub l: [u8; QK_K],
 }
 
+/// A q4_K or q5_K block, which a [`ScaleMinSuperBlock`] is packed into.
+pub(crate) trait ScaleMinBlock {
+    /// Stores `sb` into `block` as the format lays it out.
+    fn pack(sb: &ScaleMinSuperBlock, block: &mut Self);
+}
+
 /// Quantizes 256 values the way `quantize_row_q4_K_ref` / `quantize_row_q5_K_ref` do
 /// (`qw` None) or `quantize_row_q4_K_impl` / `quantize_row_q5_K_impl` do (`qw` the 256
 /// importance weights), up to the packing of the codes.

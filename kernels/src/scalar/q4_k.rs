@@ -5,7 +5,8 @@
 //! itself is shared with q5_K in [`super::kquant`].
 
 use super::kquant::{
-    ScaleMinFormat, ScaleMinSuperBlock, get_scale_min_k4, quantize_scale_min_super_block,
+    ScaleMinBlock, ScaleMinFormat, ScaleMinSuperBlock, get_scale_min_k4,
+    quantize_scale_min_super_block,
 };
 use crate::blocks::{BlockQ4K, QK_K};
 
@@ -22,20 +23,25 @@ pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockQ4K]) {
     debug_assert_eq!(x.len(), y.len() * QK_K);
     for (i, (xb, block)) in x.chunks_exact(QK_K).zip(y.iter_mut()).enumerate() {
         let qw = imatrix.map(|w| &w[QK_K * i..QK_K * (i + 1)]);
-        pack(quantize_scale_min_super_block(xb, qw, &FORMAT), block);
+        pack(&quantize_scale_min_super_block(xb, qw, &FORMAT), block);
     }
 }
 
 /// Stores a chosen super-block: scales as they are, codes packed as q4_K lays them out.
-pub(crate) fn pack(sb: ScaleMinSuperBlock, block: &mut BlockQ4K) {
+#[inline(always)]
+pub(crate) fn pack(sb: &ScaleMinSuperBlock, block: &mut BlockQ4K) {
     let l = &sb.l;
     block.d = sb.d;
     block.dmin = sb.dmin;
     block.scales = sb.scales;
-    // Each 64 values share 32 bytes: the first 32 in the low nibbles.
-    for (ls, qs) in l.chunks_exact(64).zip(block.qs.chunks_exact_mut(32)) {
-        for (i, q) in qs.iter_mut().enumerate() {
-            *q = ls[i] | (ls[i + 32] << 4);
+    // Each 64 values share 32 bytes: the first 32 in the low nibbles. (Whole arrays, so
+    // that the loop compiles to a few vector operations.)
+    for j in 0..QK_K / 64 {
+        let lo: &[u8; 32] = l[64 * j..64 * j + 32].try_into().unwrap();
+        let hi: &[u8; 32] = l[64 * j + 32..64 * j + 64].try_into().unwrap();
+        let qs: &mut [u8; 32] = (&mut block.qs[32 * j..32 * j + 32]).try_into().unwrap();
+        for i in 0..32 {
+            qs[i] = lo[i] | (hi[i] << 4);
         }
     }
 }
@@ -62,6 +68,13 @@ pub fn dequantize_row(x: &[BlockQ4K], y: &mut [f32]) {
                 *b = d2 * (q >> 4) as f32 - m2;
             }
         }
+    }
+}
+
+impl ScaleMinBlock for BlockQ4K {
+    #[inline(always)]
+    fn pack(sb: &ScaleMinSuperBlock, block: &mut Self) {
+        pack(sb, block)
     }
 }
 

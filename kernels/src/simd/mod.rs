@@ -81,18 +81,14 @@ pub(crate) fn quantize_row<V: Lanes>(
         Q2_K => q2_k::quantize_row::<V>(x, w, bytemuck::cast_slice_mut(y)),
         Q3_K => q3_k::quantize_row::<V>(x, w, bytemuck::cast_slice_mut(y)),
         Q4_K => {
-            let blocks = bytemuck::cast_slice_mut(y);
+            let blocks: &mut [crate::blocks::BlockQ4K] = bytemuck::cast_slice_mut(y);
             let work = (scratch, ahead);
-            return scale_min::quantize_row::<V>(x, w, &scalar::q4_k::FORMAT, work, |b, sb| {
-                scalar::q4_k::pack(sb, &mut blocks[b])
-            });
+            return scale_min::quantize_row::<V>(x, w, &scalar::q4_k::FORMAT, work, blocks);
         }
         Q5_K => {
-            let blocks = bytemuck::cast_slice_mut(y);
+            let blocks: &mut [crate::blocks::BlockQ5K] = bytemuck::cast_slice_mut(y);
             let work = (scratch, ahead);
-            return scale_min::quantize_row::<V>(x, w, &scalar::q5_k::FORMAT, work, |b, sb| {
-                scalar::q5_k::pack(sb, &mut blocks[b])
-            });
+            return scale_min::quantize_row::<V>(x, w, &scalar::q5_k::FORMAT, work, blocks);
         }
         Q6_K => q6_k::quantize_row::<V>(x, w, bytemuck::cast_slice_mut(y)),
         Q8_K => q8_k::quantize_row::<V>(x, bytemuck::cast_slice_mut(y)),

@@ -13,27 +13,27 @@ use super::lanes::{Lanes, MAX_LANES, Pair, from_fn, transpose, transpose_into};
 use crate::blocks::{BlockQ4K, QK_K};
 use crate::num::F16Le;
 use crate::scalar::kquant::{
-    ScaleMinFormat, ScaleMinSuperBlock, choose_scale_min_codes, get_scale_min_k4,
+    ScaleMinBlock, ScaleMinFormat, ScaleMinSuperBlock, choose_scale_min_codes, get_scale_min_k4,
     pack_scale_min_k4, search_sub_block,
 };
 
 /// Quantizes one row (`x.len()` a multiple of 256, `qw` its importance weights) in
 /// `scratch`, prefetching its values (and the start of `ahead`, the next row) a pair of
 /// groups before they are searched, and hands each finished
-/// super-block to `emit` in order. Returns false, having emitted nothing, when the row
-/// holds a NaN or an infinity.
+/// super-block into `blocks`. Returns false, having written nothing, when the row holds a
+/// NaN or an infinity.
 ///
 /// The row is not read for them first: a value that is not finite makes the sum of its
 /// sub-block's squares (or super-block's, with weights) NaN or infinite, which the search
 /// computes anyway; only a row where one of those sums is (finite values whose squares
-/// overflow can make it so) is looked through value by value before anything is emitted.
+/// overflow can make it so) is looked through value by value before anything is written.
 #[inline(always)]
 pub(crate) fn quantize_row<V: Lanes>(
     x: &[f32],
     qw: Option<&[f32]>,
     format: &ScaleMinFormat,
     (scratch, ahead): (&mut PairScratch<Pair<V>>, &[f32]),
-    mut emit: impl FnMut(usize, ScaleMinSuperBlock),
+    blocks: &mut [impl ScaleMinBlock],
 ) -> bool {
     let nb = x.len() / QK_K;
     let sigma2 = super_block_sigma2::<V>(x, qw, 2.0);
@@ -69,7 +69,13 @@ pub(crate) fn quantize_row<V: Lanes>(
         Some(_) => Some(weighted_codes::<V>(&scales, &mins, &sw, format)),
         None => None,
     };
-    for b in 0..nb {
+    let mut sb = ScaleMinSuperBlock {
+        d: F16Le::from_f32(0.0),
+        dmin: F16Le::from_f32(0.0),
+        scales: [0; 12],
+        l: [0; QK_K],
+    };
+    for (b, block) in blocks.iter_mut().enumerate().take(nb) {
         let (d, dmin, packed) = match &weighted {
             Some(codes) => codes[b],
             None => {
@@ -79,8 +85,11 @@ pub(crate) fn quantize_row<V: Lanes>(
         };
         let (d_all, dmin_all) = (d.to_f32(), dmin.to_f32());
         let xb = &x[b * QK_K..(b + 1) * QK_K];
-        let mut l = [0u8; QK_K];
-        for (j, (xs, ls)) in xb.chunks_exact(32).zip(l.chunks_exact_mut(32)).enumerate() {
+        for (j, (xs, ls)) in xb
+            .chunks_exact(32)
+            .zip(sb.l.chunks_exact_mut(32))
+            .enumerate()
+        {
             let (sc, m) = get_scale_min_k4(j, &packed);
             let d = d_all * sc as f32;
             if d == 0.0 {
@@ -94,15 +103,8 @@ pub(crate) fn quantize_row<V: Lanes>(
             }
             requantize_with_min::<V>(xs, d, dmin_all * m as f32, format.nmax, ls);
         }
-        emit(
-            b,
-            ScaleMinSuperBlock {
-                d,
-                dmin,
-                scales: packed,
-                l,
-            },
-        );
+        (sb.d, sb.dmin, sb.scales) = (d, dmin, packed);
+        ScaleMinBlock::pack(&sb, block);
     }
     true
 }

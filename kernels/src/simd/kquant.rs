@@ -213,8 +213,8 @@ impl<V: Lanes> QkxSearch<V> {
         let mut sum_w = w[0];
         let mut sum_x = sum_w.mul(x[0]);
         for i in 1..N {
-            min = V::select(x[i].lt(min), x[i], min);
-            max = V::select(x[i].gt(max), x[i], max);
+            min = x[i].min_or_keep(min);
+            max = x[i].max_or_keep(max);
             sum_w = sum_w.add(w[i]);
             sum_x = sum_x.add(w[i].mul(x[i]));
         }
@@ -682,7 +682,7 @@ pub(crate) fn qp_quants<V: Lanes, const N: usize>(
     let nmax_f = nmax as f32;
     let mut max = zero;
     for &xi in x {
-        max = V::select(max.gt(xi), max, xi);
+        max = max.max_or_keep(xi);
     }
     let all_zero = max.lt(V::splat(crate::scalar::kquant::GROUP_MAX_EPS));
     let mut iscale = V::splat(nmax_f).div(max);

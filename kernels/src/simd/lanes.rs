@@ -53,6 +53,17 @@ pub(crate) trait Lanes: Copy {
     fn max(self, o: Self) -> Self;
     /// Lane-wise minimum (only used where no lane that matters can be NaN).
     fn min(self, o: Self) -> Self;
+    /// `self < o ? self : o`, C's running minimum: `o` is kept on a tie (-0 against +0
+    /// either way) and wherever either is NaN. x86's `minps` is exactly this.
+    #[inline(always)]
+    fn min_or_keep(self, o: Self) -> Self {
+        Self::select(self.lt(o), self, o)
+    }
+    /// `self > o ? self : o`, C's running maximum (see [`Lanes::min_or_keep`]).
+    #[inline(always)]
+    fn max_or_keep(self, o: Self) -> Self {
+        Self::select(self.gt(o), self, o)
+    }
     /// `max(self, +0)` computed on the bit patterns as signed integers: a lane with its sign
     /// bit set (a negative value, -0) becomes +0, any other stays. For every lane that is
     /// not NaN this is the float maximum with +0; it runs on the integer units, which on
@@ -223,6 +234,14 @@ impl<V: Lanes> Lanes for Pair<V> {
     #[inline(always)]
     fn min(self, o: Self) -> Self {
         Pair(self.0.min(o.0), self.1.min(o.1))
+    }
+    #[inline(always)]
+    fn min_or_keep(self, o: Self) -> Self {
+        Pair(self.0.min_or_keep(o.0), self.1.min_or_keep(o.1))
+    }
+    #[inline(always)]
+    fn max_or_keep(self, o: Self) -> Self {
+        Pair(self.0.max_or_keep(o.0), self.1.max_or_keep(o.1))
     }
     #[inline(always)]
     fn min_bits(self, hi: Self) -> Self {
@@ -577,6 +596,17 @@ pub(crate) mod checks {
             assert_eq!(lanes[0].to_bits(), want.to_bits(), "max({a}, +0)");
             hi.store(&mut lanes);
             assert_eq!(lanes[0], a.min(15.0), "min({a}, 15)");
+            // The running minimum and maximum keep `b` on ties and NaN.
+            for &b in values.iter().chain(&[f32::NAN]) {
+                for (x, y) in [(a, b), (b, a)] {
+                    V::splat(x).min_or_keep(V::splat(y)).store(&mut lanes);
+                    let want = if x < y { x } else { y };
+                    assert_eq!(lanes[0].to_bits(), want.to_bits(), "min_or_keep({x}, {y})");
+                    V::splat(x).max_or_keep(V::splat(y)).store(&mut lanes);
+                    let want = if x > y { x } else { y };
+                    assert_eq!(lanes[0].to_bits(), want.to_bits(), "max_or_keep({x}, {y})");
+                }
+            }
             // `max_bits` of absolute values orders NaN above infinity above the finite.
             for &b in values.iter().chain(&[f32::NAN]) {
                 V::splat(a.abs())

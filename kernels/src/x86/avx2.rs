@@ -86,6 +86,16 @@ impl Lanes for Avx2 {
         unsafe { Avx2(_mm256_min_ps(self.0, o.0)) }
     }
     #[inline(always)]
+    fn min_or_keep(self, o: Self) -> Self {
+        // SAFETY: see the impl comment. `minps` is `src1 < src2 ? src1 : src2`.
+        unsafe { Avx2(_mm256_min_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn max_or_keep(self, o: Self) -> Self {
+        // SAFETY: see the impl comment. `maxps` is `src1 > src2 ? src1 : src2`.
+        unsafe { Avx2(_mm256_max_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
     fn max_bits(self, o: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe {

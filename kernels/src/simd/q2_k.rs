@@ -41,7 +41,10 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [Blo
         let d_all = block.d.to_f32();
         let dmin_all = block.dmin.to_f32();
         let mut l = [0u8; QK_K];
-        for (j, (xs, ls)) in xb.chunks_exact(16).zip(l.chunks_exact_mut(16)).enumerate() {
+        // An index loop: in a function this large the compiler may leave an iterator
+        // adapter's constructor as a call.
+        for j in 0..QK_K / 16 {
+            let (xs, ls) = (&xb[16 * j..16 * j + 16], &mut l[16 * j..16 * j + 16]);
             let sc = block.scales[j];
             let d = d_all * (sc & 0xF) as f32;
             if d == 0.0 {

@@ -42,7 +42,10 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [Blo
         }
         let d_all = block.d.to_f32();
         let mut l = [0i8; QK_K];
-        for (j, (xs, ls)) in xb.chunks_exact(16).zip(l.chunks_exact_mut(16)).enumerate() {
+        // An index loop: in a function this large the compiler may leave an iterator
+        // adapter's constructor as a call.
+        for j in 0..QK_K / 16 {
+            let (xs, ls) = (&xb[16 * j..16 * j + 16], &mut l[16 * j..16 * j + 16]);
             let d = d_all * block.scales[j] as f32;
             if d == 0.0 {
                 // The search's own codes stay: get them from the scalar search.

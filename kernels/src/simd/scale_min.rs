@@ -75,7 +75,9 @@ pub(crate) fn quantize_row<V: Lanes>(
         scales: [0; 12],
         l: [0; QK_K],
     };
-    for (b, block) in blocks.iter_mut().enumerate().take(nb) {
+    // Index loops, not iterator adapters: in a function this large the compiler stops
+    // inlining them, and a call per super-block costs more than its work.
+    for b in 0..nb {
         let (d, dmin, packed) = match &weighted {
             Some(codes) => codes[b],
             None => {
@@ -84,27 +86,23 @@ pub(crate) fn quantize_row<V: Lanes>(
             }
         };
         let (d_all, dmin_all) = (d.to_f32(), dmin.to_f32());
-        let xb = &x[b * QK_K..(b + 1) * QK_K];
-        for (j, (xs, ls)) in xb
-            .chunks_exact(32)
-            .zip(sb.l.chunks_exact_mut(32))
-            .enumerate()
-        {
+        for j in 0..8 {
+            let at = b * QK_K + 32 * j;
+            let (xs, ls) = (&x[at..at + 32], &mut sb.l[32 * j..32 * j + 32]);
             let (sc, m) = get_scale_min_k4(j, &packed);
             let d = d_all * sc as f32;
             if d == 0.0 {
                 // The search's own codes stay: get them from the scalar search.
-                let ws = qw.zip(sigma2.as_ref()).map(|(qw, s2)| {
-                    let at = b * QK_K + 32 * j;
-                    (&qw[at..at + 32], s2[b])
-                });
+                let ws = qw
+                    .zip(sigma2.as_ref())
+                    .map(|(qw, s2)| (&qw[at..at + 32], s2[b]));
                 search_sub_block(xs, ws, format, ls);
                 continue;
             }
             requantize_with_min::<V>(xs, d, dmin_all * m as f32, format.nmax, ls);
         }
         (sb.d, sb.dmin, sb.scales) = (d, dmin, packed);
-        ScaleMinBlock::pack(&sb, block);
+        ScaleMinBlock::pack(&sb, &mut blocks[b]);
     }
     true
 }
@@ -315,9 +313,9 @@ pub(crate) fn super_block_sums<V: Lanes>(x: &[f32]) -> Vec<f32> {
 #[inline(always)]
 pub(crate) fn requantize_with_min<V: Lanes>(x: &[f32], d: f32, dm: f32, nmax: i32, l: &mut [u8]) {
     let (dv, dmv) = (V::splat(d), V::splat(dm));
-    for (xs, ls) in x.chunks_exact(V::N).zip(l.chunks_exact_mut(V::N)) {
-        let q = V::load(xs).add(dmv).div(dv).nearest_int();
-        V::store_u8(V::clamp_int(q, 0, nmax), ls);
+    for k in (0..x.len() / V::N * V::N).step_by(V::N) {
+        let q = V::load(&x[k..]).add(dmv).div(dv).nearest_int();
+        V::store_u8(V::clamp_int(q, 0, nmax), &mut l[k..]);
     }
 }
 

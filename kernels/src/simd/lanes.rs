@@ -130,7 +130,13 @@ pub(crate) trait Lanes: Copy {
     /// further than the last lane's last value).
     #[inline(always)]
     fn load_transposed(x: &[f32], stride: usize, out: &mut [Self]) {
-        gather_columns(x, stride, 0, out);
+        Self::load_transposed_every(x, stride, out, 1, out.len());
+    }
+    /// [`Lanes::load_transposed`] of `n` vectors into every `step`-th slot of `out`
+    /// (`out[i * step]` for `i < n`).
+    #[inline(always)]
+    fn load_transposed_every(x: &[f32], stride: usize, out: &mut [Self], step: usize, n: usize) {
+        gather_columns(x, stride, 0, out, step, n);
     }
     /// Asks for the cache line holding `s[0]` to be brought into the first-level cache
     /// (a hint: no effect on any result; nothing on ISAs without one here).
@@ -175,6 +181,7 @@ pub(crate) const MAX_LANES: usize = 32;
 /// operation is two instructions the CPU can run in parallel: the K-quant searches, whose
 /// per-lane sums are serial chains, use it to hide instruction latency.
 #[derive(Clone, Copy)]
+#[repr(C)]
 pub(crate) struct Pair<V>(V, V);
 
 impl<V: Lanes> Lanes for Pair<V> {
@@ -252,15 +259,15 @@ impl<V: Lanes> Lanes for Pair<V> {
         Pair(self.0.max_bits(o.0), self.1.max_bits(o.1))
     }
     #[inline(always)]
-    fn load_transposed(x: &[f32], stride: usize, out: &mut [Self]) {
-        let n = out.len();
-        let mut a = [V::splat(0.0); MAX_RUN];
-        let mut b = [V::splat(0.0); MAX_RUN];
-        V::load_transposed(x, stride, &mut a[..n]);
-        V::load_transposed(&x[V::N * stride..], stride, &mut b[..n]);
-        for (o, (&a, &b)) in out.iter_mut().zip(a.iter().zip(&b)) {
-            *o = Pair(a, b);
-        }
+    fn load_transposed_every(x: &[f32], stride: usize, out: &mut [Self], step: usize, n: usize) {
+        // The halves go straight to their places (no arrays to zero and copy from).
+        let halves = 2 * out.len();
+        // SAFETY: `Pair` is `repr(C)` with two fields of one type, so `out` is `2 *
+        // out.len()` vectors in a row (the first and second halves alternating), borrowed
+        // mutably here alone.
+        let v = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<V>(), halves) };
+        V::load_transposed_every(x, stride, v, 2 * step, n);
+        V::load_transposed_every(&x[V::N * stride..], stride, &mut v[1..], 2 * step, n);
     }
     #[inline(always)]
     fn hmax(self) -> f32 {
@@ -431,21 +438,25 @@ pub(crate) fn all_finite<V: Lanes>(seen: V) -> bool {
 /// Lane `j` of `out[i]` is `x[j * stride + first + i]`, one value at a time: the plain
 /// form of [`Lanes::load_transposed`].
 #[inline(always)]
-pub(crate) fn gather_columns<V: Lanes>(x: &[f32], stride: usize, first: usize, out: &mut [V]) {
-    let x = &x[..(V::N - 1) * stride + first + out.len()];
-    for (i, o) in out.iter_mut().enumerate() {
+pub(crate) fn gather_columns<V: Lanes>(
+    x: &[f32],
+    stride: usize,
+    first: usize,
+    out: &mut [V],
+    step: usize,
+    n: usize,
+) {
+    let x = &x[..(V::N - 1) * stride + n];
+    for i in first..n {
         let mut buf = [0.0f32; MAX_LANES];
         for (lane, b) in buf.iter_mut().enumerate().take(V::N) {
-            *b = x[lane * stride + first + i];
+            *b = x[lane * stride + i];
         }
-        *o = V::load(&buf);
+        out[i * step] = V::load(&buf);
     }
 }
 
-/// The longest run [`transpose`] takes.
-pub(crate) const MAX_RUN: usize = 32;
-
-/// Transposes `count` consecutive runs of `R` values (`count <= N`, `R <= MAX_RUN`) so
+/// Transposes `count` consecutive runs of `R` values (`count <= N`) so
 /// that vector `i` holds element `i` of each run; missing lanes are zero.
 #[inline(always)]
 pub(crate) fn transpose<V: Lanes, const R: usize>(x: &[f32], count: usize) -> [V; R] {

@@ -211,19 +211,20 @@ impl Lanes for Avx512 {
         unsafe { Avx512Int(_mm512_srai_epi32::<24>(_mm512_slli_epi32::<24>(i.0))) }
     }
     #[inline(always)]
-    fn load_transposed(x: &[f32], stride: usize, out: &mut [Self]) {
-        let whole = out.len() / 16 * 16;
-        let (blocks, rest) = out.split_at_mut(whole);
-        for (c, block) in blocks.chunks_exact_mut(16).enumerate() {
+    fn load_transposed_every(x: &[f32], stride: usize, out: &mut [Self], step: usize, n: usize) {
+        let whole = n / 16 * 16;
+        for c in 0..whole / 16 {
             let mut rows = [Self::splat(0.0); 16];
             for (j, r) in rows.iter_mut().enumerate() {
                 *r = Self::load(&x[j * stride + 16 * c..]);
             }
             // SAFETY: see the impl comment.
             unsafe { transpose16(&mut rows) };
-            block.copy_from_slice(&rows);
+            for (k, r) in rows.iter().enumerate() {
+                out[(16 * c + k) * step] = *r;
+            }
         }
-        crate::simd::lanes::gather_columns(x, stride, whole, rest);
+        crate::simd::lanes::gather_columns(x, stride, whole, out, step, n);
     }
     #[inline(always)]
     fn lookup16(table: &[f32; 16], i: Avx512Int) -> Self {

@@ -106,6 +106,10 @@ pub(crate) fn search_sub_blocks<V: Lanes>(
 /// The first `out.len()` lanes of `v` into `out`.
 #[inline(always)]
 pub(crate) fn store_lanes<V: Lanes>(v: V, out: &mut [f32]) {
+    if out.len() == V::N {
+        v.store(out);
+        return;
+    }
     let mut buf = [0.0f32; MAX_LANES];
     v.store(&mut buf);
     out.copy_from_slice(&buf[..out.len()]);

@@ -18,10 +18,9 @@ use crate::scalar::kquant::{
 };
 
 /// Quantizes one row (`x.len()` a multiple of 256, `qw` its importance weights) in
-/// `scratch`, prefetching its values (and the start of `ahead`, the next row) a pair of
-/// groups before they are searched, and hands each finished
-/// super-block into `blocks`. Returns false, having written nothing, when the row holds a
-/// NaN or an infinity.
+/// `scratch` into `blocks`, prefetching what it reads next during the search (see
+/// `Search::two_groups`; `ahead` is the next row). Returns false, having written nothing,
+/// when the row holds a NaN or an infinity.
 ///
 /// The row is not read for them first: a value that is not finite makes the sum of its
 /// sub-block's squares (or super-block's, with weights) NaN or infinite, which the search

@@ -435,8 +435,9 @@ pub(crate) fn all_finite<V: Lanes>(seen: V) -> bool {
     lanes[..V::N].iter().all(|v| v.to_bits() < 0x7f80_0000)
 }
 
-/// Lane `j` of `out[i]` is `x[j * stride + first + i]`, one value at a time: the plain
-/// form of [`Lanes::load_transposed`].
+/// Columns `first..n` of [`Lanes::load_transposed_every`], one value at a time: lane `j` of
+/// `out[i * step]` is `x[j * stride + i]`. The plain form of the transposition (and the
+/// ISA forms' tail).
 #[inline(always)]
 pub(crate) fn gather_columns<V: Lanes>(
     x: &[f32],
@@ -456,8 +457,8 @@ pub(crate) fn gather_columns<V: Lanes>(
     }
 }
 
-/// Transposes `count` consecutive runs of `R` values (`count <= N`) so
-/// that vector `i` holds element `i` of each run; missing lanes are zero.
+/// Transposes `count` consecutive runs of `R` values (`count <= N`) so that vector `i`
+/// holds element `i` of each run; missing lanes are zero.
 #[inline(always)]
 pub(crate) fn transpose<V: Lanes, const R: usize>(x: &[f32], count: usize) -> [V; R] {
     let mut out = [V::splat(0.0); R];

@@ -168,6 +168,22 @@ impl Lanes for Avx2 {
         unsafe { _mm256_andnot_ps(b, a) }
     }
     #[inline(always)]
+    fn load_transposed_every(x: &[f32], stride: usize, out: &mut [Self], step: usize, n: usize) {
+        let whole = n / 8 * 8;
+        for c in 0..whole / 8 {
+            let mut rows = [Self::splat(0.0); 8];
+            for (j, r) in rows.iter_mut().enumerate() {
+                *r = Self::load(&x[j * stride + 8 * c..]);
+            }
+            // SAFETY: see the impl comment.
+            unsafe { transpose8(&mut rows) };
+            for (k, r) in rows.iter().enumerate() {
+                out[(8 * c + k) * step] = *r;
+            }
+        }
+        crate::simd::lanes::gather_columns(x, stride, whole, out, step, n);
+    }
+    #[inline(always)]
     fn prefetch(s: &[f32]) {
         // SAFETY: a prefetch reads nothing into the program and never faults; `s` is a
         // live slice besides.
@@ -327,6 +343,35 @@ impl Lanes for Avx2 {
         // vcvtph2ps is exact, and quiets a NaN keeping its payload, as ggml's software
         // widening does.
         unsafe { Avx2(_mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().cast()))) }
+    }
+}
+
+/// Transposes an 8x8 matrix of f32 held as 8 rows: interleaves of pairs of rows, then of
+/// pairs of pairs, then the 128-bit halves.
+///
+/// # Safety
+/// The CPU must support AVX.
+#[inline(always)]
+unsafe fn transpose8(r: &mut [Avx2; 8]) {
+    // SAFETY: register-only intrinsics; the caller guarantees AVX.
+    unsafe {
+        let mut t = [_mm256_setzero_ps(); 8];
+        for k in 0..4 {
+            t[2 * k] = _mm256_unpacklo_ps(r[2 * k].0, r[2 * k + 1].0);
+            t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k].0, r[2 * k + 1].0);
+        }
+        let mut u = [_mm256_setzero_ps(); 8];
+        for k in 0..2 {
+            let b = 4 * k;
+            u[b] = _mm256_shuffle_ps::<0x44>(t[b], t[b + 2]);
+            u[b + 1] = _mm256_shuffle_ps::<0xee>(t[b], t[b + 2]);
+            u[b + 2] = _mm256_shuffle_ps::<0x44>(t[b + 1], t[b + 3]);
+            u[b + 3] = _mm256_shuffle_ps::<0xee>(t[b + 1], t[b + 3]);
+        }
+        for j in 0..4 {
+            r[j] = Avx2(_mm256_permute2f128_ps::<0x20>(u[j], u[4 + j]));
+            r[4 + j] = Avx2(_mm256_permute2f128_ps::<0x31>(u[j], u[4 + j]));
+        }
     }
 }
 

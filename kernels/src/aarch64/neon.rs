@@ -244,6 +244,35 @@ impl Lanes for Neon {
         }
     }
     #[inline(always)]
+    fn load_transposed_every(x: &[f32], stride: usize, out: &mut [Self], step: usize, n: usize) {
+        let whole = n / 4 * 4;
+        for c in 0..whole / 4 {
+            let row = |j: usize| &x[j * stride + 4 * c..];
+            let r = [
+                Self::load(row(0)),
+                Self::load(row(1)),
+                Self::load(row(2)),
+                Self::load(row(3)),
+            ];
+            // SAFETY: see the impl comment; register operations only. Pairs of rows are
+            // interleaved (`trn1`/`trn2`), then their 64-bit halves recombined.
+            let t = unsafe {
+                let a = vtrnq_f32(r[0].0, r[1].0);
+                let b = vtrnq_f32(r[2].0, r[3].0);
+                [
+                    vcombine_f32(vget_low_f32(a.0), vget_low_f32(b.0)),
+                    vcombine_f32(vget_low_f32(a.1), vget_low_f32(b.1)),
+                    vcombine_f32(vget_high_f32(a.0), vget_high_f32(b.0)),
+                    vcombine_f32(vget_high_f32(a.1), vget_high_f32(b.1)),
+                ]
+            };
+            for (k, v) in t.into_iter().enumerate() {
+                out[(4 * c + k) * step] = Neon(v);
+            }
+        }
+        crate::simd::lanes::gather_columns(x, stride, whole, out, step, n);
+    }
+    #[inline(always)]
     fn load_f16(s: &[u8]) -> Self {
         let mut lanes = [0.0f32; 4];
         for (v, b) in lanes.iter_mut().zip(s[..8].chunks_exact(2)) {

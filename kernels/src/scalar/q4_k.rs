@@ -23,25 +23,27 @@ pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockQ4K]) {
     debug_assert_eq!(x.len(), y.len() * QK_K);
     for (i, (xb, block)) in x.chunks_exact(QK_K).zip(y.iter_mut()).enumerate() {
         let qw = imatrix.map(|w| &w[QK_K * i..QK_K * (i + 1)]);
-        pack(&quantize_scale_min_super_block(xb, qw, &FORMAT), block);
+        BlockQ4K::pack(&quantize_scale_min_super_block(xb, qw, &FORMAT), block);
     }
 }
 
-/// Stores a chosen super-block: scales as they are, codes packed as q4_K lays them out.
-#[inline(always)]
-pub(crate) fn pack(sb: &ScaleMinSuperBlock, block: &mut BlockQ4K) {
-    let l = &sb.l;
-    block.d = sb.d;
-    block.dmin = sb.dmin;
-    block.scales = sb.scales;
-    // Each 64 values share 32 bytes: the first 32 in the low nibbles. (Whole arrays, so
-    // that the loop compiles to a few vector operations.)
-    for j in 0..QK_K / 64 {
-        let lo: &[u8; 32] = l[64 * j..64 * j + 32].try_into().unwrap();
-        let hi: &[u8; 32] = l[64 * j + 32..64 * j + 64].try_into().unwrap();
-        let qs: &mut [u8; 32] = (&mut block.qs[32 * j..32 * j + 32]).try_into().unwrap();
-        for i in 0..32 {
-            qs[i] = lo[i] | (hi[i] << 4);
+impl ScaleMinBlock for BlockQ4K {
+    /// Stores a chosen super-block: scales as they are, codes packed as q4_K lays them out.
+    #[inline(always)]
+    fn pack(sb: &ScaleMinSuperBlock, block: &mut Self) {
+        let l = &sb.l;
+        block.d = sb.d;
+        block.dmin = sb.dmin;
+        block.scales = sb.scales;
+        // Each 64 values share 32 bytes: the first 32 in the low nibbles. (Whole arrays, so
+        // that the loop compiles to a few vector operations.)
+        for j in 0..QK_K / 64 {
+            let lo: &[u8; 32] = l[64 * j..64 * j + 32].try_into().unwrap();
+            let hi: &[u8; 32] = l[64 * j + 32..64 * j + 64].try_into().unwrap();
+            let qs: &mut [u8; 32] = (&mut block.qs[32 * j..32 * j + 32]).try_into().unwrap();
+            for i in 0..32 {
+                qs[i] = lo[i] | (hi[i] << 4);
+            }
         }
     }
 }
@@ -68,13 +70,6 @@ pub fn dequantize_row(x: &[BlockQ4K], y: &mut [f32]) {
                 *b = d2 * (q >> 4) as f32 - m2;
             }
         }
-    }
-}
-
-impl ScaleMinBlock for BlockQ4K {
-    #[inline(always)]
-    fn pack(sb: &ScaleMinSuperBlock, block: &mut Self) {
-        pack(sb, block)
     }
 }
 

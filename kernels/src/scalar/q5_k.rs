@@ -24,35 +24,37 @@ pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockQ5K]) {
     debug_assert_eq!(x.len(), y.len() * QK_K);
     for (i, (xb, block)) in x.chunks_exact(QK_K).zip(y.iter_mut()).enumerate() {
         let qw = imatrix.map(|w| &w[QK_K * i..QK_K * (i + 1)]);
-        pack(&quantize_scale_min_super_block(xb, qw, &FORMAT), block);
+        BlockQ5K::pack(&quantize_scale_min_super_block(xb, qw, &FORMAT), block);
     }
 }
 
-/// Stores a chosen super-block: scales as they are, codes packed as q5_K lays them out.
-#[inline(always)]
-pub(crate) fn pack(sb: &ScaleMinSuperBlock, block: &mut BlockQ5K) {
-    let l = &sb.l;
-    block.d = sb.d;
-    block.dmin = sb.dmin;
-    block.scales = sb.scales;
-    // Each 64 values share 32 bytes of `qs` (the first 32 in the low nibbles) and a bit
-    // pair of `qh`.
-    // (Whole arrays, so that the loops compile to a few vector operations.)
-    let mut qh = [0u8; QK_K / 8];
-    for n in 0..QK_K / 64 {
-        let lo: &[u8; 32] = l[64 * n..64 * n + 32].try_into().unwrap();
-        let hi: &[u8; 32] = l[64 * n + 32..64 * n + 64].try_into().unwrap();
-        let qs: &mut [u8; 32] = (&mut block.qs[32 * n..32 * n + 32]).try_into().unwrap();
-        // A code above 15 has bit 4 set and keeps its low four bits (C: `l -= 16`); the
-        // bits go without branches.
-        let (s1, s2) = (2 * n as u32, 2 * n as u32 + 1);
-        for j in 0..32 {
-            let (l1, l2) = (lo[j], hi[j]);
-            qh[j] |= ((l1 >> 4) << s1) | ((l2 >> 4) << s2);
-            qs[j] = (l1 & 15) | ((l2 & 15) << 4);
+impl ScaleMinBlock for BlockQ5K {
+    /// Stores a chosen super-block: scales as they are, codes packed as q5_K lays them out.
+    #[inline(always)]
+    fn pack(sb: &ScaleMinSuperBlock, block: &mut Self) {
+        let l = &sb.l;
+        block.d = sb.d;
+        block.dmin = sb.dmin;
+        block.scales = sb.scales;
+        // Each 64 values share 32 bytes of `qs` (the first 32 in the low nibbles) and a bit
+        // pair of `qh`.
+        // (Whole arrays, so that the loops compile to a few vector operations.)
+        let mut qh = [0u8; QK_K / 8];
+        for n in 0..QK_K / 64 {
+            let lo: &[u8; 32] = l[64 * n..64 * n + 32].try_into().unwrap();
+            let hi: &[u8; 32] = l[64 * n + 32..64 * n + 64].try_into().unwrap();
+            let qs: &mut [u8; 32] = (&mut block.qs[32 * n..32 * n + 32]).try_into().unwrap();
+            // A code above 15 has bit 4 set and keeps its low four bits (C: `l -= 16`); the
+            // bits go without branches.
+            let (s1, s2) = (2 * n as u32, 2 * n as u32 + 1);
+            for j in 0..32 {
+                let (l1, l2) = (lo[j], hi[j]);
+                qh[j] |= ((l1 >> 4) << s1) | ((l2 >> 4) << s2);
+                qs[j] = (l1 & 15) | ((l2 & 15) << 4);
+            }
         }
+        block.qh = qh;
     }
-    block.qh = qh;
 }
 
 /// `dequantize_row_q5_K`: `y = (d*sc)*(q + 16*high) - (dmin*m)`.
@@ -80,13 +82,6 @@ pub fn dequantize_row(x: &[BlockQ5K], y: &mut [f32]) {
                 *b = d2 * q2 as f32 - m2;
             }
         }
-    }
-}
-
-impl ScaleMinBlock for BlockQ5K {
-    #[inline(always)]
-    fn pack(sb: &ScaleMinSuperBlock, block: &mut Self) {
-        pack(sb, block)
     }
 }
 

@@ -184,6 +184,8 @@ impl Search<'_> {
                 for xi in xt.iter() {
                     ss = ss.add(xi.mul(*xi));
                 }
+                // One comparison in registers (`lanes::all_finite`, which goes through
+                // memory, measured 1% slower here).
                 let every_lane = V::splat(0.0).eq(V::splat(0.0));
                 let finite = ss.lt(V::splat(f32::INFINITY));
                 self.suspect |= V::any(V::and_not(every_lane, finite));

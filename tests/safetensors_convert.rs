@@ -1,7 +1,7 @@
 //! Container conversion (`quantforge::convert`): safetensors -> GGUF -> safetensors and
 //! GGUF -> safetensors -> GGUF give back the same bytes, for synthetic files covering
 //! every dtype, odd layouts and typed GGUF metadata, and for the real models of
-//! DESIGN.md section 4 (MiniLM safetensors, Gemma Q4_K_M GGUF).
+//! `docs/testing.md` (MiniLM safetensors, Gemma Q4_K_M GGUF).
 
 mod st_common;
 

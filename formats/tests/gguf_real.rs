@@ -1,4 +1,4 @@
-//! The real Gemma-3-270M Q4_K_M GGUF written by llama.cpp (DESIGN.md section 4): parsed,
+//! The real Gemma-3-270M Q4_K_M GGUF written by llama.cpp (`docs/testing.md`): parsed,
 //! listed, re-emitted byte-identically, split and merged back byte-identically.
 
 mod gguf_common;

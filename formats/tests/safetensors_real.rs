@@ -1,5 +1,5 @@
-//! The real all-MiniLM-L6-v2 `model.safetensors` (written by Hugging Face's tools;
-//! DESIGN.md section 4, fetched into the model cache by `scripts/fetch-models`): read by
+//! The real all-MiniLM-L6-v2 `model.safetensors` (written by Hugging Face's tools, fetched
+//! into the model cache by `scripts/fetch-models`; see `docs/testing.md`): read by
 //! every loader, re-emitted by the canonical writer with the same sha256, opened as a
 //! model folder with its config, decoded and sliced.
 

@@ -1,5 +1,5 @@
 //! Helpers shared by the root crate's safetensors tests: the real-model cache of
-//! DESIGN.md section 4 and file digests.
+//! `docs/testing.md` and file digests.
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::path::{Path, PathBuf};

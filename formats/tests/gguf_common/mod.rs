@@ -25,7 +25,7 @@ pub fn gemma_gguf() -> Option<PathBuf> {
     real_model("gemma3-270m-q4_k_m.gguf")
 }
 
-/// sha256 of the real Gemma GGUF (DESIGN.md section 4).
+/// sha256 of the real Gemma GGUF (`docs/testing.md`, "Real files").
 pub const GEMMA_SHA256: &str = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818";
 /// Its size in bytes.
 pub const GEMMA_SIZE: u64 = 253_113_024;

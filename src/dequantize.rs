@@ -227,7 +227,12 @@ fn narrow(ty: GgmlType, x: &[f32], y: &mut [u8]) -> Result<(), CodecError> {
     match quantforge_kernels::quantize(ty, x, x.len(), None, y) {
         Ok(_) => Ok(()),
         Err(CodecError::NonFinite { .. }) => {
-            quantforge_kernels::scalar::quantize_row(ty, x, None, y);
+            use quantforge_kernels::scalar::float;
+            match ty {
+                GgmlType::F16 => float::quantize_f16(x, y),
+                GgmlType::BF16 => float::quantize_bf16(x, y),
+                _ => float::quantize_f32(x, y),
+            }
             Ok(())
         }
         Err(e) => Err(e),

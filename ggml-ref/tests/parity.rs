@@ -13,7 +13,7 @@ use proptest::test_runner::TestCaseError;
 #[path = "../../kernels/tests/common/mod.rs"]
 mod common;
 use common::*;
-use quantforge_kernels::{GgmlType, Isa, scalar};
+use quantforge_kernels::{GgmlType, Isa};
 
 fn config() -> ProptestConfig {
     let cases = std::env::var("QF_PARITY_CASES")
@@ -137,7 +137,7 @@ macro_rules! dequantize_parity {
             }
 
             fn source_rows(n: usize) -> BoxedStrategy<Vec<f32>> {
-                if scalar::can_quantize(TY) { rows(n).boxed() } else { tame_rows(n).boxed() }
+                if quantforge_kernels::can_quantize(TY) { rows(n).boxed() } else { tame_rows(n).boxed() }
             }
 
             proptest! {
@@ -198,7 +198,7 @@ fn suite_covers_every_supported_type() {
             continue; // a copy; ggml has no to_float for it
         }
         assert_eq!(
-            scalar::can_quantize(ty),
+            quantforge_kernels::can_quantize(ty),
             q.contains(&ty.name()),
             "{ty}: quantize list"
         );
@@ -228,7 +228,7 @@ fn coverage_matches_ggml() {
     for &ty in GgmlType::ALL {
         let ggml_dequantizes = ggml::dequantize_row(ty.code(), &[]).is_some();
         assert!(
-            !ggml_dequantizes || scalar::can_dequantize(ty),
+            !ggml_dequantizes || quantforge_kernels::can_dequantize(ty),
             "{ty} dequantize"
         );
     }

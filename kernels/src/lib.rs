@@ -15,8 +15,10 @@
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
 pub mod blocks;
+mod codecs;
 mod dispatch;
 mod error;
+mod isa;
 pub mod num;
 pub mod scalar;
 mod simd;
@@ -24,8 +26,9 @@ mod types;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-pub use dispatch::{Codec, Isa};
+pub use dispatch::Codec;
 pub use error::{Error, Result};
+pub use isa::Isa;
 pub use types::GgmlType;
 
 /// Quantizes `src`, rows of `n_per_row` elements, into `dst` as ggml's
@@ -56,17 +59,30 @@ pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
 }
 
 /// Whether [`quantize`] accepts `ty` as a target.
-pub fn can_quantize(ty: GgmlType) -> bool {
-    scalar::can_quantize(ty)
+pub const fn can_quantize(ty: GgmlType) -> bool {
+    codecs::capabilities(ty).quantize
 }
 
 /// Whether [`dequantize`] accepts `ty` as a source.
-pub fn can_dequantize(ty: GgmlType) -> bool {
-    scalar::can_dequantize(ty)
+pub const fn can_dequantize(ty: GgmlType) -> bool {
+    codecs::capabilities(ty).dequantize
 }
 
 /// Whether ggml's quantizer for `ty` uses an importance matrix when one is given (for
 /// the others it is accepted and ignored, as ggml ignores it).
-pub fn uses_imatrix(ty: GgmlType) -> bool {
-    scalar::uses_imatrix(ty)
+pub const fn uses_imatrix(ty: GgmlType) -> bool {
+    codecs::capabilities(ty).imatrix
+}
+
+/// Whether `ty` has SIMD code paths (both directions), so that a [`Codec`] asked for an
+/// ISA other than scalar runs that ISA's code for it.
+pub const fn has_simd_path(ty: GgmlType) -> bool {
+    codecs::capabilities(ty).simd
+}
+
+/// The relative cost of quantizing one element to `ty`, in units of about one widening
+/// pass over it (0 for a type without a quantizer): a rough figure for ordering work,
+/// which changes no output.
+pub const fn quantize_cost(ty: GgmlType) -> f64 {
+    codecs::capabilities(ty).cost
 }

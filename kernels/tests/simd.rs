@@ -25,15 +25,21 @@ fn config() -> ProptestConfig {
     }
 }
 
-/// The codec for `isa`, or `None` (and a note on stderr) when this CPU lacks it.
+/// The codec for `isa`, or `None` (and a note on stderr, once per type and ISA) when this
+/// CPU lacks it.
 fn codec_or_skip(ty: GgmlType, isa: Isa) -> Option<Codec> {
+    static SAID: std::sync::Mutex<Vec<(GgmlType, Isa)>> = std::sync::Mutex::new(Vec::new());
     match Codec::new(ty, isa) {
         Some(c) => {
             assert_eq!(c.isa(), isa, "{ty} has no {isa} path");
             Some(c)
         }
         None => {
-            eprintln!("SKIPPED: {ty} on {isa}: this CPU does not support {isa}");
+            let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+            if !said.contains(&(ty, isa)) {
+                said.push((ty, isa));
+                eprintln!("SKIPPED: {ty} on {isa}: this CPU does not support {isa}");
+            }
             None
         }
     }
@@ -103,8 +109,15 @@ fn check_dequantize(codec: Codec, bytes: &[u8], shift: usize) -> Result<(), Test
     Ok(())
 }
 
+/// One module per type, in it one module per ISA (so the test names say which ran), each
+/// with the same property tests against the scalar path.
 macro_rules! simd_vs_scalar {
-    ($($name:ident: $ty:ident),* $(,)?) => { $(
+    (types: [$($name:ident: $ty:ident),* $(,)?], isas: $isas:tt $(,)?) => {
+        /// The types these tests cover.
+        const TESTED_TYPES: &[GgmlType] = &[$(GgmlType::$ty),*];
+        $( simd_vs_scalar!(@type $name, $ty, $isas); )*
+    };
+    (@type $name:ident, $ty:ident, [$($isa_name:ident: $isa:ident),* $(,)?]) => {
         mod $name {
             use super::*;
             const TY: GgmlType = GgmlType::$ty;
@@ -121,68 +134,87 @@ macro_rules! simd_vs_scalar {
                     })
             }
 
-            fn each_isa(mut f: impl FnMut(Codec) -> Result<(), TestCaseError>) -> Result<(), TestCaseError> {
-                for isa in [Isa::Avx2, Isa::Avx512, Isa::Neon] {
-                    #[cfg(target_arch = "x86_64")]
-                    if isa == Isa::Neon { continue; }
-                    #[cfg(target_arch = "aarch64")]
-                    if isa != Isa::Neon { continue; }
-                    if let Some(codec) = codec_or_skip(TY, isa) {
-                        f(codec)?;
-                    }
-                }
-                Ok(())
-            }
+            $( simd_vs_scalar!(@isa $isa_name, $isa); )*
+        }
+    };
+    (@isa $isa_name:ident, $isa:ident) => {
+        mod $isa_name {
+            use super::*;
+            const ISA: Isa = Isa::$isa;
 
             proptest! {
                 #![proptest_config(config())]
 
                 #[test]
                 fn quantize((rows, blocks, x, w, shift) in case()) {
+                    let Some(c) = codec_or_skip(TY, ISA) else { return Ok(()) };
                     let n = blocks * UNIT;
                     if n == 0 {
                         // No rows at all: an empty source gives an empty destination.
-                        each_isa(|c| {
-                            let mut out = [0u8; 0];
-                            prop_assert_eq!(c.quantize(&[], UNIT, None, &mut out).unwrap(), 0);
-                            Ok(())
-                        })?;
+                        let mut out = [0u8; 0];
+                        prop_assert_eq!(c.quantize(&[], UNIT, None, &mut out).unwrap(), 0);
                     } else {
                         let _ = rows;
-                        each_isa(|c| check_quantize(c, &x, n, None, shift))?;
-                        each_isa(|c| check_quantize(c, &x, n, Some(&w[..n]), shift))?;
+                        check_quantize(c, &x, n, None, shift)?;
+                        check_quantize(c, &x, n, Some(&w[..n]), shift)?;
                     }
                 }
 
                 #[test]
                 fn dequantize_random(blocks in prop::sample::select(BLOCK_COUNTS.to_vec()), seed in any::<u64>(), shift in 0usize..4) {
+                    let Some(c) = codec_or_skip(TY, ISA) else { return Ok(()) };
                     let mut s = seed | 1;
                     let bytes: Vec<u8> = (0..blocks * TY.type_size()).map(|_| { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s as u8 }).collect();
-                    each_isa(|c| check_dequantize(c, &bytes, shift))?;
+                    check_dequantize(c, &bytes, shift)?;
                 }
 
                 #[test]
                 fn dequantize_quantized((_rows, blocks, x, _w, shift) in case()) {
+                    let Some(c) = codec_or_skip(TY, ISA) else { return Ok(()) };
                     let n = blocks * UNIT;
                     let mut q = vec![0u8; if n == 0 { 0 } else { x.len() / n * TY.row_size(n).unwrap() }];
                     if n > 0 {
                         quantforge_kernels::quantize(TY, &x, n, None, &mut q).unwrap();
                     }
-                    each_isa(|c| check_dequantize(c, &q, shift))?;
+                    check_dequantize(c, &q, shift)?;
                 }
             }
         }
-    )* };
+    };
 }
 
 simd_vs_scalar! {
-    f16: F16, bf16: BF16, q4_0: Q4_0, q5_0: Q5_0, q2_k: Q2_K, q3_k: Q3_K, q4_k: Q4_K, q5_k: Q5_K,
-    q6_k: Q6_K,
-    q8_0: Q8_0,
-    q8_k: Q8_K,
-    tq2_0: TQ2_0,
-    iq4_nl: IQ4_NL,
-    iq4_xs: IQ4_XS,
+    types: [
+        f16: F16, bf16: BF16, q4_0: Q4_0, q5_0: Q5_0, q2_k: Q2_K, q3_k: Q3_K, q4_k: Q4_K,
+        q5_k: Q5_K, q6_k: Q6_K, q8_0: Q8_0, q8_k: Q8_K, tq2_0: TQ2_0, iq4_nl: IQ4_NL,
+        iq4_xs: IQ4_XS,
+    ],
+    isas: [portable: Portable, avx2: Avx2, avx512: Avx512, neon: Neon],
+}
+
+/// Every ISA but scalar, as the tests above instantiate them.
+const TESTED_ISAS: &[Isa] = &[Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Neon];
+
+/// The types above are exactly those the table of codecs gives a SIMD path, and the ISAs
+/// every one the crate declares: a type or ISA added without its tests fails here.
+#[test]
+fn the_tests_cover_every_simd_type_and_isa() {
+    for &ty in GgmlType::ALL {
+        assert_eq!(
+            quantforge_kernels::has_simd_path(ty),
+            TESTED_TYPES.contains(&ty),
+            "{ty}: the table's SIMD path and the test list disagree"
+        );
+    }
+    let declared: Vec<Isa> = Isa::ALL
+        .iter()
+        .copied()
+        .filter(|&i| i != Isa::Scalar)
+        .collect();
+    assert_eq!(
+        declared, TESTED_ISAS,
+        "the declared ISAs and the test list disagree"
+    );
 }
 
 /// `QUANTFORGE_ISA` caps the choice: with it unset, the best codec is the widest ISA this
@@ -215,7 +247,7 @@ fn large_dequantized_outputs_are_bit_identical() {
             .unwrap()
             .dequantize(&q, &mut want)
             .unwrap();
-        for isa in [Isa::Avx2, Isa::Avx512, Isa::Neon] {
+        for &isa in TESTED_ISAS {
             let Some(codec) = codec_or_skip(ty, isa) else {
                 continue;
             };
@@ -248,6 +280,7 @@ fn best_codec_uses_the_widest_supported_isa() {
         .into_iter()
         .find(|i| i.is_supported())
         .unwrap_or(Isa::Scalar);
+    assert!(widest.is_auto() && !Isa::Portable.is_auto());
     assert_eq!(Codec::best(GgmlType::Q4_K).isa(), widest);
     assert_eq!(Codec::best(GgmlType::IQ2_XXS).isa(), Isa::Scalar);
 }
@@ -329,13 +362,13 @@ proptest! {
         let ones = [1.0f32; 256];
         let element_wise = [GgmlType::Q8_0, GgmlType::TQ2_0].into_iter().flat_map(|ty| {
             let n = if ty == GgmlType::Q8_0 { 32 } else { 256 };
-            [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon].map(|isa| (ty, n, isa, None))
+            Isa::ALL.iter().map(move |&isa| (ty, n, isa, None))
         });
         // The scalar k-quant paths check as q8_0's does (above), and slowly.
         let k_quants = [GgmlType::Q4_K, GgmlType::Q5_K].into_iter().flat_map(|ty| {
             [None, Some(&ones[..])]
                 .into_iter()
-                .flat_map(move |w| [Isa::Avx2, Isa::Avx512, Isa::Neon].map(|isa| (ty, 256, isa, w)))
+                .flat_map(move |w| TESTED_ISAS.iter().map(move |&isa| (ty, 256, isa, w)))
         });
         for (ty, n, isa, w) in element_wise.chain(k_quants) {
             let Some(codec) = codec_or_skip(ty, isa) else {

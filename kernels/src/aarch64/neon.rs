@@ -281,21 +281,3 @@ impl Lanes for Neon {
         Self::load(&lanes)
     }
 }
-
-crate::simd::simd_entry_points!(Neon, "neon");
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn lane_operations_match_scalar() {
-        crate::simd::lanes::checks::store_f16::<super::Neon>();
-        crate::simd::lanes::checks::load_f16::<super::Neon>();
-        crate::simd::lanes::checks::round_half_away_int::<super::Neon>();
-        crate::simd::lanes::checks::transpose_and_bits::<super::Neon>();
-        crate::simd::lanes::checks::transpose_and_bits::<crate::simd::lanes::Pair<super::Neon>>();
-        crate::simd::kquant::checks::qp_quants_matches_scalar::<super::Neon>();
-        crate::simd::kquant::checks::qp_quants_matches_scalar::<
-            crate::simd::lanes::Pair<super::Neon>,
-        >();
-    }
-}

@@ -24,12 +24,13 @@ pub(crate) trait SubBlockSearch {
 
 /// The arrays a pair of groups of 32-value sub-blocks is searched in (values, weights and
 /// trial codes of each group), made once per thread and ISA and reused from one pair and
-/// one row to the next: zeroing 24 KiB per pair of groups cost 4% of q4_K's time.
+/// one row to the next (zeroing 24 KiB per pair of groups was a measurable part of q4_K's
+/// time).
 ///
 /// The arrays are 4 KiB each with AVX-512, and a load whose address matches a pending
 /// store's in the low 12 bits waits for it on some CPUs: a pass that loads one group's
-/// arrays right after the other group's codes were stored slowed the search by a quarter
-/// when they were laid out exactly 4 KiB apart. So they are not: each is followed by a
+/// arrays right after the other group's codes were stored slowed the search
+/// noticeably when they were laid out exactly 4 KiB apart. So they are not: each is followed by a
 /// gap of a few vectors, a different one for each.
 #[repr(C)]
 pub(crate) struct PairScratch<V: Lanes> {
@@ -635,7 +636,7 @@ pub(crate) fn q3_scale<V: Lanes>(x: &[V; 16], nmax: i32) -> V {
             ));
             let slx_new = slx.add(wx[i].mul(new));
             let sl2_new = sl2.add(w[i].mul(new).mul(new));
-            let differs = V::select(new.eq(old), zero, one).gt(zero);
+            let differs = V::not(new.eq(old));
             let better = slx_new
                 .mul(slx_new)
                 .mul(suml2)

@@ -11,8 +11,13 @@
 //! compiled as its own function, without the entry point's target features, so its
 //! intrinsics would not inline. Loops and `#[inline(always)]` functions only.
 //!
-//! A value of a `Lanes` type can only be made on a CPU that supports its ISA (the codec
-//! that runs it proves that), which is what makes the `unsafe` intrinsic calls sound.
+//! Soundness: the ISA implementations call intrinsics in safe methods, which is sound
+//! only on a CPU that has the ISA. Their types are named in one place, the ISA table of
+//! `crate::isa`, whose generated entry points are the only code that instantiates the
+//! generic codecs with them: `unsafe` functions compiled with the ISA's target features,
+//! reached through a [`crate::Codec`], whose constructor checked the CPU (and from the
+//! lane-check tests, after the same check). [`portable::Portable`](super::portable) has
+//! no intrinsics and runs anywhere.
 
 /// `N` f32 lanes with masks and 32-bit integer lanes.
 pub(crate) trait Lanes: Copy {
@@ -93,6 +98,17 @@ pub(crate) trait Lanes: Copy {
     fn and_not(a: Self::Mask, b: Self::Mask) -> Self::Mask;
     /// `a || b` per lane.
     fn or(a: Self::Mask, b: Self::Mask) -> Self::Mask;
+    /// Every lane set.
+    #[inline(always)]
+    fn all() -> Self::Mask {
+        let zero = Self::splat(0.0);
+        zero.eq(zero)
+    }
+    /// `!m` per lane.
+    #[inline(always)]
+    fn not(m: Self::Mask) -> Self::Mask {
+        Self::and_not(Self::all(), m)
+    }
     /// Whether any lane of `m` is set.
     fn any(m: Self::Mask) -> bool;
     /// `m ? a : b` per lane.
@@ -483,11 +499,75 @@ pub(crate) fn transpose_into<V: Lanes, const R: usize>(x: &[f32], count: usize, 
 }
 
 /// Checks of the operations whose ISA implementations are not plain IEEE arithmetic, run
-/// from each ISA's test module inside its target features.
+/// for every ISA of `crate::isa` by [`suite!`](checks::suite), inside its target features.
 #[cfg(test)]
 pub(crate) mod checks {
     use super::{Lanes, MAX_LANES};
     use crate::num::fp32_to_fp16;
+
+    /// The lane-check suite of one ISA: each check a test, run on the ISA's lanes and on
+    /// pairs of them, skipped (and said so) on a CPU without the ISA.
+    macro_rules! suite {
+        ($isa:ident, $lanes:ty, $features:tt) => {
+            crate::simd::lanes::checks::suite!(@each $isa, $lanes, $features,
+                store_f16: crate::simd::lanes::checks::store_f16,
+                load_f16: crate::simd::lanes::checks::load_f16,
+                round_half_away_int: crate::simd::lanes::checks::round_half_away_int,
+                transpose_and_bits: crate::simd::lanes::checks::transpose_and_bits,
+                masks: crate::simd::lanes::checks::masks,
+                qp_quants_matches_scalar: crate::simd::kquant::checks::qp_quants_matches_scalar,
+            );
+        };
+        (@each $isa:ident, $lanes:ty, $features:tt, $($name:ident: $($check:ident)::+),* $(,)?) => {
+            $(
+                #[test]
+                fn $name() {
+                    if !crate::Isa::$isa.is_supported() {
+                        eprintln!("SKIPPED: this CPU does not support {}", crate::Isa::$isa);
+                        return;
+                    }
+                    crate::simd::lanes::checks::suite!(@target $features
+                        fn run() {
+                            $($check)::+::<$lanes>();
+                            $($check)::+::<crate::simd::lanes::Pair<$lanes>>();
+                        }
+                    );
+                    // SAFETY: the CPU supports the ISA, whose features `run` enables.
+                    #[allow(unused_unsafe)]
+                    unsafe {
+                        run()
+                    }
+                }
+            )*
+        };
+        (@target [$($feature:literal),*] $f:item) => {
+            $( #[target_feature(enable = $feature)] )*
+            $f
+        };
+    }
+    pub(crate) use suite;
+
+    /// `all`, `not`, `and`, `and_not`, `or`, `any` and `mask_bits` against their
+    /// definitions on masks with every lane count set.
+    #[inline(always)]
+    pub(crate) fn masks<V: Lanes>() {
+        assert_eq!(V::mask_bits(V::all()), u64::MAX >> (64 - V::N));
+        let mut lanes = [0.0f32; MAX_LANES];
+        for k in 0..=V::N {
+            for (j, l) in lanes[..V::N].iter_mut().enumerate() {
+                *l = if j < k { 1.0 } else { 0.0 };
+            }
+            let m = V::load(&lanes).gt(V::splat(0.5));
+            let want = (1u64 << k) - 1;
+            let full = u64::MAX >> (64 - V::N);
+            assert_eq!(V::mask_bits(m), want, "{k} lanes");
+            assert_eq!(V::mask_bits(V::not(m)), !want & full, "not, {k} lanes");
+            assert_eq!(V::any(m), k > 0, "any, {k} lanes");
+            assert_eq!(V::mask_bits(V::and(m, V::all())), want);
+            assert_eq!(V::mask_bits(V::or(m, V::not(m))), full);
+            assert_eq!(V::mask_bits(V::and_not(V::all(), m)), !want & full);
+        }
+    }
 
     /// `store_f16` against ggml's software rounding: every 251st f32 bit pattern, and
     /// every fp16 value's f32 neighbours and the midpoints between consecutive fp16

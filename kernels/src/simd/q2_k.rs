@@ -8,7 +8,8 @@ use super::kquant::{
     Level, SubBlockSearch, qkx_search, search_sub_blocks, store_lanes, sub_block_weights,
 };
 use super::lanes::{Lanes, transpose};
-use super::scale_min::{requantize_with_min, super_block_sigma2};
+use super::q4_k_q5_k::{requantize_with_min, super_block_sigma2};
+use super::{Row, Scratch, SimdCodec, blocks, blocks_mut};
 use crate::blocks::{BlockQ2K, QK_K};
 use crate::scalar::kquant::pack_2bit;
 use crate::scalar::q2_k::{
@@ -97,5 +98,27 @@ impl SubBlockSearch for Search<'_> {
         };
         store_lanes(scale, &mut self.scales[g..g + count]);
         store_lanes(min, &mut self.mins[g..g + count]);
+    }
+}
+
+/// q2_K.
+#[allow(non_camel_case_types)]
+pub(crate) struct Q2_K;
+
+impl SimdCodec for Q2_K {
+    #[inline(always)]
+    fn quantize<V: Lanes>(
+        row: Row<'_>,
+        w: Option<&[f32]>,
+        y: &mut [u8],
+        _: &mut Scratch<V>,
+    ) -> bool {
+        quantize_row::<V>(row.values, w, blocks_mut(y));
+        true
+    }
+
+    #[inline(always)]
+    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
+        crate::scalar::q2_k::dequantize_row(blocks(x), y)
     }
 }

@@ -5,6 +5,7 @@
 //! The codes are then element-wise: `MIN(127, nearest_int(iscale * x))`.
 
 use super::lanes::{Lanes, abs_max};
+use super::{Row, Scratch, SimdCodec, blocks, blocks_mut};
 use crate::blocks::{BlockQ8K, QK_K};
 
 /// The first value of `xb` whose magnitude is `amax` (one of `xb`'s magnitudes): the
@@ -46,5 +47,27 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], y: &mut [BlockQ8K]) {
             *sum = (s as i16).to_le_bytes();
         }
         block.d = (1.0 / iscale).to_le_bytes();
+    }
+}
+
+/// q8_K (ggml ignores an importance matrix for it).
+#[allow(non_camel_case_types)]
+pub(crate) struct Q8_K;
+
+impl SimdCodec for Q8_K {
+    #[inline(always)]
+    fn quantize<V: Lanes>(
+        row: Row<'_>,
+        _: Option<&[f32]>,
+        y: &mut [u8],
+        _: &mut Scratch<V>,
+    ) -> bool {
+        quantize_row::<V>(row.values, blocks_mut(y));
+        true
+    }
+
+    #[inline(always)]
+    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
+        crate::scalar::q8_k::dequantize_row(blocks(x), y)
     }
 }

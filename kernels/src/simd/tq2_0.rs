@@ -1,6 +1,7 @@
 //! tq2_0 over elements: mirrors `scalar::tq2_0::quantize_row` (`quantize_row_tq2_0_ref`).
 
 use super::lanes::{Lanes, abs_max_seen, all_finite, round_half_away_int};
+use super::{Row, Scratch, SimdCodec, blocks, blocks_mut};
 use crate::blocks::BlockTq2_0;
 use crate::num::F16Le;
 
@@ -31,4 +32,25 @@ pub(crate) fn quantize_row<V: Lanes>(x: &[f32], y: &mut [BlockTq2_0]) -> bool {
         }
     }
     all_finite(seen)
+}
+
+/// tq2_0: finds NaN and infinity itself as it reads its input (bound by memory, as q8_0).
+#[allow(non_camel_case_types)]
+pub(crate) struct TQ2_0;
+
+impl SimdCodec for TQ2_0 {
+    #[inline(always)]
+    fn quantize<V: Lanes>(
+        row: Row<'_>,
+        _: Option<&[f32]>,
+        y: &mut [u8],
+        _: &mut Scratch<V>,
+    ) -> bool {
+        quantize_row::<V>(row.values, blocks_mut(y))
+    }
+
+    #[inline(always)]
+    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
+        crate::scalar::tq2_0::dequantize_row(blocks(x), y)
+    }
 }

@@ -10,7 +10,8 @@ use super::kquant::{
     sub_block_weights_into,
 };
 use super::lanes::{Lanes, MAX_LANES, Pair, from_fn, transpose, transpose_into};
-use crate::blocks::{BlockQ4K, QK_K};
+use super::{Row, Scratch, SimdCodec, blocks, blocks_mut};
+use crate::blocks::{BlockQ4K, BlockQ5K, QK_K};
 use crate::num::F16Le;
 use crate::scalar::kquant::{
     ScaleMinBlock, ScaleMinFormat, ScaleMinSuperBlock, choose_scale_min_codes, get_scale_min_k4,
@@ -19,7 +20,7 @@ use crate::scalar::kquant::{
 
 /// Quantizes one row (`x.len()` a multiple of 256, `qw` its importance weights) in
 /// `scratch` into `blocks`, prefetching what it reads next during the search (see
-/// `Search::two_groups`; `ahead` is the next row). Returns false, having written nothing,
+/// `Search::two_groups`; `ahead` is the next row, or empty). Returns false, having written nothing,
 /// when the row holds a NaN or an infinity.
 ///
 /// The row is not read for them first: a value that is not finite makes the sum of its
@@ -31,7 +32,8 @@ pub(crate) fn quantize_row<V: Lanes>(
     x: &[f32],
     qw: Option<&[f32]>,
     format: &ScaleMinFormat,
-    (scratch, ahead): (&mut PairScratch<Pair<V>>, &[f32]),
+    scratch: &mut PairScratch<Pair<V>>,
+    ahead: &[f32],
     blocks: &mut [impl ScaleMinBlock],
 ) -> bool {
     let nb = x.len() / QK_K;
@@ -184,11 +186,10 @@ impl Search<'_> {
                 for xi in xt.iter() {
                     ss = ss.add(xi.mul(*xi));
                 }
-                // One comparison in registers (`lanes::all_finite`, which goes through
-                // memory, measured 1% slower here).
-                let every_lane = V::splat(0.0).eq(V::splat(0.0));
+                // One comparison in registers (`lanes::all_finite` goes through memory,
+                // which the codec bench measured slower here).
                 let finite = ss.lt(V::splat(f32::INFINITY));
-                self.suspect |= V::any(V::and_not(every_lane, finite));
+                self.suspect |= V::any(V::not(finite));
                 let av_x = ss.div(V::splat(32.0)).sqrt();
                 for i in 0..32 {
                     w[i] = av_x.add(xt[i].abs());
@@ -322,7 +323,7 @@ pub(crate) fn requantize_with_min<V: Lanes>(x: &[f32], d: f32, dm: f32, nmax: i3
 
 /// `dequantize_row_q4_K` in lanes: each 64 values share 32 bytes, whose low nibbles are
 /// the first 32 values (`y = (d*sc1)*q - dmin*m1`) and high nibbles the next 32. The
-/// nibbles are split in float as in [`super::q_0::dequantize_q4_0`]; the products and
+/// nibbles are split in float as in [`super::q4_0_q5_0_q8_0::dequantize_q4_0`]; the products and
 /// differences are the scalar code's own. For outputs too large for the caches: it writes
 /// around them (see [`Lanes::store_stream`]).
 #[inline(always)]
@@ -350,4 +351,67 @@ pub(crate) fn dequantize_q4_k_streaming<V: Lanes>(x: &[BlockQ4K], y: &mut [f32])
         }
     }
     V::stream_fence();
+}
+
+/// q4_K: finds NaN and infinity itself (see [`quantize_row`]).
+#[allow(non_camel_case_types)]
+pub(crate) struct Q4_K;
+
+impl SimdCodec for Q4_K {
+    #[inline(always)]
+    fn quantize<V: Lanes>(
+        row: Row<'_>,
+        w: Option<&[f32]>,
+        y: &mut [u8],
+        scratch: &mut Scratch<V>,
+    ) -> bool {
+        let format = &crate::scalar::q4_k::FORMAT;
+        quantize_row::<V>(
+            row.values,
+            w,
+            format,
+            scratch,
+            row.next,
+            blocks_mut::<BlockQ4K>(y),
+        )
+    }
+
+    #[inline(always)]
+    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], stream: bool) {
+        // Outputs larger than the caches are written around them (no line is read only
+        // to be overwritten); smaller ones, likely read again soon, through them.
+        match stream {
+            true => dequantize_q4_k_streaming::<V::Narrow>(blocks(x), y),
+            false => crate::scalar::q4_k::dequantize_row(blocks(x), y),
+        }
+    }
+}
+
+/// q5_K: finds NaN and infinity itself (see [`quantize_row`]).
+#[allow(non_camel_case_types)]
+pub(crate) struct Q5_K;
+
+impl SimdCodec for Q5_K {
+    #[inline(always)]
+    fn quantize<V: Lanes>(
+        row: Row<'_>,
+        w: Option<&[f32]>,
+        y: &mut [u8],
+        scratch: &mut Scratch<V>,
+    ) -> bool {
+        let format = &crate::scalar::q5_k::FORMAT;
+        quantize_row::<V>(
+            row.values,
+            w,
+            format,
+            scratch,
+            row.next,
+            blocks_mut::<BlockQ5K>(y),
+        )
+    }
+
+    #[inline(always)]
+    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
+        crate::scalar::q5_k::dequantize_row(blocks(x), y)
+    }
 }

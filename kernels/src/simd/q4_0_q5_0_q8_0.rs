@@ -12,6 +12,7 @@ use super::kquant::{
 use super::lanes::{
     Lanes, MAX_LANES, abs_max, abs_max_seen, all_finite, round_half_away_int, transpose,
 };
+use super::{Row, Scratch, SimdCodec, blocks, blocks_mut};
 use crate::blocks::{BlockQ4_0, BlockQ5_0, BlockQ8_0};
 use crate::num::F16Le;
 use crate::scalar::q5_0::pack5;
@@ -248,8 +249,8 @@ pub(crate) fn quantize_q5_0_weighted<V: Lanes>(x: &[f32], qw: &[f32], y: &mut [B
 }
 
 /// `dequantize_row_q8_0`: `y = q * d` (the signed byte widened exactly, then the scalar
-/// code's one product). Bound by its writes: run with an ISA's `Narrow` lanes (with
-/// 512-bit stores it wrote f32 at about 0.93x of ggml's build on AMD Zen 4); `STREAM`
+/// code's one product). Bound by its writes: run with an ISA's `Narrow` lanes (on AMD
+/// Zen 4, 512-bit stores reach memory more slowly than 256-bit ones); `STREAM`
 /// writes around the caches (see [`Lanes::store_stream`]).
 #[inline(always)]
 pub(crate) fn dequantize_q8_0<V: Lanes, const STREAM: bool>(x: &[BlockQ8_0], y: &mut [f32]) {
@@ -285,6 +286,81 @@ pub(crate) fn dequantize_q4_0<V: Lanes>(x: &[BlockQ4_0], y: &mut [f32]) {
             let lo = q.sub(hi.mul(sixteen));
             lo.sub(eight).mul(d).store(&mut lo_out[k..]);
             hi.sub(eight).mul(d).store(&mut hi_out[k..]);
+        }
+    }
+}
+
+/// q4_0: with an importance matrix ggml runs `make_qx_quants` per block.
+#[allow(non_camel_case_types)]
+pub(crate) struct Q4_0;
+
+impl SimdCodec for Q4_0 {
+    #[inline(always)]
+    fn quantize<V: Lanes>(
+        row: Row<'_>,
+        w: Option<&[f32]>,
+        y: &mut [u8],
+        _: &mut Scratch<V>,
+    ) -> bool {
+        match w {
+            None => quantize_q4_0::<V>(row.values, blocks_mut(y)),
+            Some(w) => quantize_q4_0_weighted::<V>(row.values, w, blocks_mut(y)),
+        }
+        true
+    }
+
+    #[inline(always)]
+    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
+        dequantize_q4_0::<V>(blocks(x), y)
+    }
+}
+
+/// q5_0: with an importance matrix ggml runs `make_qx_quants` per block.
+#[allow(non_camel_case_types)]
+pub(crate) struct Q5_0;
+
+impl SimdCodec for Q5_0 {
+    #[inline(always)]
+    fn quantize<V: Lanes>(
+        row: Row<'_>,
+        w: Option<&[f32]>,
+        y: &mut [u8],
+        _: &mut Scratch<V>,
+    ) -> bool {
+        match w {
+            None => quantize_q5_0::<V>(row.values, blocks_mut(y)),
+            Some(w) => quantize_q5_0_weighted::<V>(row.values, w, blocks_mut(y)),
+        }
+        true
+    }
+
+    #[inline(always)]
+    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
+        crate::scalar::q5_0::dequantize_row(blocks(x), y)
+    }
+}
+
+/// q8_0: finds NaN and infinity itself as it reads its input (bound by memory, it would
+/// lose a third of its speed to a separate pass first).
+#[allow(non_camel_case_types)]
+pub(crate) struct Q8_0;
+
+impl SimdCodec for Q8_0 {
+    #[inline(always)]
+    fn quantize<V: Lanes>(
+        row: Row<'_>,
+        _: Option<&[f32]>,
+        y: &mut [u8],
+        _: &mut Scratch<V>,
+    ) -> bool {
+        quantize_q8_0::<V>(row.values, blocks_mut(y))
+    }
+
+    #[inline(always)]
+    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], stream: bool) {
+        match stream {
+            true => dequantize_q8_0::<V::Narrow, true>(blocks(x), y),
+            false => dequantize_q8_0::<V::Narrow, false>(blocks(x), y),
         }
     }
 }

@@ -7,23 +7,23 @@
 use libfuzzer_sys::fuzz_target;
 use quantforge_kernels::{Codec, GgmlType, Isa};
 
-const TYPES: [GgmlType; 5] = [
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-    GgmlType::Q8_0,
-    GgmlType::TQ2_0,
-];
-
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, rest)) = data.split_first() else {
         return;
     };
-    let ty = TYPES[selector as usize % TYPES.len()];
+    // Every type the table of codecs gives a SIMD path, on every ISA this CPU has (the
+    // portable lanes included).
+    let types: Vec<GgmlType> = GgmlType::ALL
+        .iter()
+        .copied()
+        .filter(|&t| quantforge_kernels::has_simd_path(t))
+        .collect();
+    let ty = types[selector as usize % types.len()];
     let scalar = Codec::new(ty, Isa::Scalar).expect("scalar always runs");
-    let isas: Vec<Codec> = [Isa::Avx2, Isa::Avx512, Isa::Neon]
-        .into_iter()
-        .filter_map(|isa| Codec::new(ty, isa))
+    let isas: Vec<Codec> = Isa::ALL
+        .iter()
+        .filter(|&&isa| isa != Isa::Scalar)
+        .filter_map(|&isa| Codec::new(ty, isa))
         .collect();
 
     // Quantize: the bytes as f32 values, a whole number of blocks, one row.

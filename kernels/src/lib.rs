@@ -12,8 +12,6 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-#[cfg(target_arch = "aarch64")]
-mod aarch64;
 pub mod blocks;
 mod codecs;
 mod dispatch;
@@ -23,8 +21,6 @@ pub mod num;
 pub mod scalar;
 mod simd;
 mod types;
-#[cfg(target_arch = "x86_64")]
-mod x86;
 
 pub use dispatch::Codec;
 pub use error::{Error, Result};

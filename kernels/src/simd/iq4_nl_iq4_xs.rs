@@ -14,7 +14,6 @@ use super::kquant::{
 };
 use super::lanes::{Lanes, transpose};
 use super::q4_k_q5_k::super_block_sums;
-use super::{Row, Scratch, SimdCodec, blocks, blocks_mut};
 use crate::blocks::{BlockIq4Nl, BlockIq4Xs, QK_K};
 use crate::scalar::iq4_nl::scale_codes;
 use crate::scalar::kquant::GROUP_MAX_EPS;
@@ -223,46 +222,12 @@ pub(crate) fn quantize_iq4_xs<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [
     }
 }
 
-/// iq4_nl.
-#[allow(non_camel_case_types)]
-pub(crate) struct IQ4_NL;
+super::row_codec!(
+    /// iq4_nl.
+    IQ4_NL => quantize_iq4_nl, iq4_nl
+);
 
-impl SimdCodec for IQ4_NL {
-    #[inline(always)]
-    fn quantize<V: Lanes>(
-        row: Row<'_>,
-        w: Option<&[f32]>,
-        y: &mut [u8],
-        _: &mut Scratch<V>,
-    ) -> bool {
-        quantize_iq4_nl::<V>(row.values, w, blocks_mut(y));
-        true
-    }
-
-    #[inline(always)]
-    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
-        crate::scalar::iq4_nl::dequantize_row(blocks(x), y)
-    }
-}
-
-/// iq4_xs.
-#[allow(non_camel_case_types)]
-pub(crate) struct IQ4_XS;
-
-impl SimdCodec for IQ4_XS {
-    #[inline(always)]
-    fn quantize<V: Lanes>(
-        row: Row<'_>,
-        w: Option<&[f32]>,
-        y: &mut [u8],
-        _: &mut Scratch<V>,
-    ) -> bool {
-        quantize_iq4_xs::<V>(row.values, w, blocks_mut(y));
-        true
-    }
-
-    #[inline(always)]
-    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
-        crate::scalar::iq4_xs::dequantize_row(blocks(x), y)
-    }
-}
+super::row_codec!(
+    /// iq4_xs.
+    IQ4_XS => quantize_iq4_xs, iq4_xs
+);

@@ -11,13 +11,11 @@
 //! compiled as its own function, without the entry point's target features, so its
 //! intrinsics would not inline. Loops and `#[inline(always)]` functions only.
 //!
-//! Soundness: the ISA implementations call intrinsics in safe methods, which is sound
-//! only on a CPU that has the ISA. Their types are named in one place, the ISA table of
-//! `crate::isa`, whose generated entry points are the only code that instantiates the
-//! generic codecs with them: `unsafe` functions compiled with the ISA's target features,
-//! reached through a [`crate::Codec`], whose constructor checked the CPU (and from the
-//! lane-check tests, after the same check). [`portable::Portable`](super::portable) has
-//! no intrinsics and runs anywhere.
+//! Soundness: the ISA implementations call intrinsics from safe methods, which is sound
+//! only on a CPU that has the ISA. Their types are visible only inside `crate::isa`, whose
+//! entry points and lane checks are the only code that instantiates the generic codecs
+//! with them, after the CPU was checked (see there). The portable implementation has no
+//! intrinsics.
 
 /// `N` f32 lanes with masks and 32-bit integer lanes.
 pub(crate) trait Lanes: Copy {

@@ -17,7 +17,6 @@ pub(crate) mod float;
 pub(crate) mod iq4_nl_iq4_xs;
 pub(crate) mod kquant;
 pub(crate) mod lanes;
-pub(crate) mod portable;
 pub(crate) mod q2_k;
 pub(crate) mod q3_k;
 pub(crate) mod q4_0_q5_0_q8_0;
@@ -170,6 +169,36 @@ macro_rules! entry_points {
     };
 }
 pub(crate) use entry_points;
+
+/// Declares a [`SimdCodec`] whose quantizer is a lane function `(x, imatrix, blocks)` of
+/// the file it is declared in (its caller checks each row for NaN and infinity first) and
+/// whose dequantizer is the scalar one of `scalar::$scalar`, compiled for the ISA.
+macro_rules! row_codec {
+    ($(#[$doc:meta])* $name:ident => $quantize:ident, $scalar:ident) => {
+        $(#[$doc])*
+        #[allow(non_camel_case_types)]
+        pub(crate) struct $name;
+
+        impl crate::simd::SimdCodec for $name {
+            #[inline(always)]
+            fn quantize<V: Lanes>(
+                row: crate::simd::Row<'_>,
+                w: Option<&[f32]>,
+                y: &mut [u8],
+                _: &mut crate::simd::Scratch<V>,
+            ) -> bool {
+                $quantize::<V>(row.values, w, crate::simd::blocks_mut(y));
+                true
+            }
+
+            #[inline(always)]
+            fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
+                crate::scalar::$scalar::dequantize_row(crate::simd::blocks(x), y)
+            }
+        }
+    };
+}
+pub(crate) use row_codec;
 
 /// Casts a row's bytes to the blocks of its type (alignment 1, so any slice of whole
 /// blocks casts).

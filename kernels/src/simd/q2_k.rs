@@ -9,7 +9,6 @@ use super::kquant::{
 };
 use super::lanes::{Lanes, transpose};
 use super::q4_k_q5_k::{requantize_with_min, super_block_sigma2};
-use super::{Row, Scratch, SimdCodec, blocks, blocks_mut};
 use crate::blocks::{BlockQ2K, QK_K};
 use crate::scalar::kquant::pack_2bit;
 use crate::scalar::q2_k::{
@@ -101,24 +100,7 @@ impl SubBlockSearch for Search<'_> {
     }
 }
 
-/// q2_K.
-#[allow(non_camel_case_types)]
-pub(crate) struct Q2_K;
-
-impl SimdCodec for Q2_K {
-    #[inline(always)]
-    fn quantize<V: Lanes>(
-        row: Row<'_>,
-        w: Option<&[f32]>,
-        y: &mut [u8],
-        _: &mut Scratch<V>,
-    ) -> bool {
-        quantize_row::<V>(row.values, w, blocks_mut(y));
-        true
-    }
-
-    #[inline(always)]
-    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
-        crate::scalar::q2_k::dequantize_row(blocks(x), y)
-    }
-}
+super::row_codec!(
+    /// q2_K.
+    Q2_K => quantize_row, q2_k
+);

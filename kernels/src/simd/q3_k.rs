@@ -9,7 +9,6 @@ use super::kquant::{
 use super::lanes::{Lanes, transpose};
 use super::q4_k_q5_k::super_block_sigma2;
 use super::q6_k::requantize_symmetric;
-use super::{Row, Scratch, SimdCodec, blocks, blocks_mut};
 use crate::blocks::{BlockQ3K, QK_K};
 use crate::scalar::kquant::make_q3_quants;
 use crate::scalar::q3_k::{
@@ -88,24 +87,7 @@ impl SubBlockSearch for Search<'_> {
     }
 }
 
-/// q3_K.
-#[allow(non_camel_case_types)]
-pub(crate) struct Q3_K;
-
-impl SimdCodec for Q3_K {
-    #[inline(always)]
-    fn quantize<V: Lanes>(
-        row: Row<'_>,
-        w: Option<&[f32]>,
-        y: &mut [u8],
-        _: &mut Scratch<V>,
-    ) -> bool {
-        quantize_row::<V>(row.values, w, blocks_mut(y));
-        true
-    }
-
-    #[inline(always)]
-    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
-        crate::scalar::q3_k::dequantize_row(blocks(x), y)
-    }
-}
+super::row_codec!(
+    /// q3_K.
+    Q3_K => quantize_row, q3_k
+);

@@ -4,7 +4,6 @@
 
 use super::kquant::{SubBlockSearch, qx_scale, search_sub_blocks, store_lanes};
 use super::lanes::{Lanes, transpose};
-use super::{Row, Scratch, SimdCodec, blocks, blocks_mut};
 use crate::blocks::{BlockQ6K, QK_K};
 use crate::num::{F16Le, nearest_int};
 use crate::scalar::kquant::{GROUP_MAX_EPS, make_qx_quants};
@@ -100,24 +99,7 @@ pub(crate) fn requantize_symmetric<V: Lanes>(x: &[f32], d: f32, nmax: i32, l: &m
     }
 }
 
-/// q6_K.
-#[allow(non_camel_case_types)]
-pub(crate) struct Q6_K;
-
-impl SimdCodec for Q6_K {
-    #[inline(always)]
-    fn quantize<V: Lanes>(
-        row: Row<'_>,
-        w: Option<&[f32]>,
-        y: &mut [u8],
-        _: &mut Scratch<V>,
-    ) -> bool {
-        quantize_row::<V>(row.values, w, blocks_mut(y));
-        true
-    }
-
-    #[inline(always)]
-    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
-        crate::scalar::q6_k::dequantize_row(blocks(x), y)
-    }
-}
+super::row_codec!(
+    /// q6_K.
+    Q6_K => quantize_row, q6_k
+);

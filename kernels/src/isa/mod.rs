@@ -1,13 +1,26 @@
 //! The instruction sets, each declared once: its name, where it can exist, how it is
 //! detected, the target features its code is compiled with, the ISA it extends, and its
 //! `Lanes` type. From [`isas!`] come the [`Isa`] enum with its names, detection and
-//! order, each ISA's `#[target_feature]` entry points (the only places its lanes run),
-//! and one lane-check test suite instantiated for every ISA.
+//! order, each ISA's `#[target_feature]` entry points, and one lane-check test suite
+//! instantiated for every ISA.
+//!
+//! The `Lanes` implementations live in this module's children (`x86/`, `aarch64/`,
+//! `portable.rs`) and their types are visible only inside it: nothing else in the crate
+//! can name them, so the generic codecs run on an ISA's lanes only through its entry
+//! points here (`unsafe`, compiled with its target features, reached only through a
+//! [`crate::Codec`], whose constructor checked the CPU) and its lane checks (which check
+//! the CPU first). That is what makes the intrinsics their safe methods call sound.
 //!
 //! `QUANTFORGE_ISA=scalar|portable|avx2|avx512|neon` caps the choice; a type without a
 //! path for the chosen ISA runs the scalar one, and [`crate::Codec::isa`] says which.
 
 use std::sync::OnceLock;
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
+mod portable;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 /// Declares the ISAs. Each row names: the variant and its documentation, the lowercase
 /// name, the ISA whose code may also run under it (`extends`), whether detection picks it
@@ -23,7 +36,7 @@ macro_rules! isas {
             auto: $auto:literal,
             cfg: ($($cfg:tt)*),
             detect: $detect:expr,
-            lanes: $lanes:ty,
+            lanes: $($lanes:ident)::+,
             features: [$($feature:literal),*] $(,)?
         }
     )*) => {
@@ -110,7 +123,7 @@ macro_rules! isas {
                 pub(crate) struct $variant;
 
                 #[cfg($($cfg)*)]
-                crate::simd::entry_points!($variant, $lanes, [$($feature),*]);
+                crate::simd::entry_points!($variant, super::$($lanes)::+, [$($feature),*]);
             )*
         }
 
@@ -122,7 +135,7 @@ macro_rules! isas {
                 #[allow(non_snake_case)]
                 mod $variant {
                     crate::simd::lanes::checks::suite!(
-                        $variant, $lanes, [$($feature),*]
+                        $variant, super::super::$($lanes)::+, [$($feature),*]
                     );
                 }
             )*
@@ -139,7 +152,7 @@ isas! {
         auto: false,
         cfg: (all()),
         detect: true,
-        lanes: crate::simd::portable::Portable,
+        lanes: portable::Portable,
         features: [],
     }
     /// x86-64 AVX2 (with F16C, which every AVX2 CPU has).
@@ -153,7 +166,7 @@ isas! {
             cpufeatures::new!(has_avx2, "avx2");
             has_avx2::get() && std::arch::is_x86_feature_detected!("f16c")
         },
-        lanes: crate::x86::avx2::Avx2,
+        lanes: x86::avx2::Avx2,
         features: ["avx2", "f16c"],
     }
     /// x86-64 AVX-512 F, BW and VL (its entry points also enable AVX2 and F16C, for
@@ -167,7 +180,7 @@ isas! {
             cpufeatures::new!(has_avx512, "avx512f", "avx512bw", "avx512vl", "avx2");
             has_avx512::get() && std::arch::is_x86_feature_detected!("f16c")
         },
-        lanes: crate::x86::avx512::Avx512,
+        lanes: x86::avx512::Avx512,
         features: ["avx512f", "avx512bw", "avx512vl", "avx2", "f16c"],
     }
     /// aarch64 NEON, part of the aarch64 baseline (so chosen at compile time).
@@ -177,7 +190,7 @@ isas! {
         auto: true,
         cfg: (target_arch = "aarch64"),
         detect: cfg!(target_feature = "neon"),
-        lanes: crate::aarch64::neon::Neon,
+        lanes: aarch64::neon::Neon,
         features: ["neon"],
     }
 }

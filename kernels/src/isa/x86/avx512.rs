@@ -3,13 +3,13 @@
 use crate::simd::lanes::Lanes;
 use std::arch::x86_64::*;
 
-/// Sixteen f32 lanes in a `__m512`. Only made inside AVX-512 entry points.
+/// Sixteen f32 lanes in a `__m512`.
 #[derive(Clone, Copy)]
-pub(crate) struct Avx512(__m512);
+pub(in crate::isa) struct Avx512(__m512);
 
 /// Sixteen i32 lanes.
 #[derive(Clone, Copy)]
-pub(crate) struct Avx512Int(__m512i);
+pub(in crate::isa) struct Avx512Int(__m512i);
 
 // SAFETY (every `unsafe` block below): an `Avx512` value exists only inside functions that
 // run with AVX-512 F/BW/VL enabled (the entry points `crate::isa` generates for AVX-512,
@@ -19,7 +19,7 @@ impl Lanes for Avx512 {
     const N: usize = 16;
     type Mask = __mmask16;
     type Int = Avx512Int;
-    type Narrow = crate::x86::avx2::Avx2;
+    type Narrow = super::avx2::Avx2;
 
     #[inline(always)]
     fn splat(v: f32) -> Self {

@@ -3,13 +3,13 @@
 use crate::simd::lanes::Lanes;
 use std::arch::x86_64::*;
 
-/// Eight f32 lanes in a `__m256`. Only made inside AVX2 entry points.
+/// Eight f32 lanes in a `__m256`.
 #[derive(Clone, Copy)]
-pub(crate) struct Avx2(__m256);
+pub(in crate::isa) struct Avx2(__m256);
 
 /// Eight i32 lanes.
 #[derive(Clone, Copy)]
-pub(crate) struct Avx2Int(__m256i);
+pub(in crate::isa) struct Avx2Int(__m256i);
 
 // SAFETY (every `unsafe` block below): an `Avx2` value exists only inside functions that
 // run with AVX2 and F16C enabled (the entry points `crate::isa` generates for AVX2, and

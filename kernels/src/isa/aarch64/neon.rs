@@ -6,11 +6,11 @@ use std::arch::aarch64::*;
 
 /// Four f32 lanes in a `float32x4_t`.
 #[derive(Clone, Copy)]
-pub(crate) struct Neon(float32x4_t);
+pub(in crate::isa) struct Neon(float32x4_t);
 
 /// Four i32 lanes.
 #[derive(Clone, Copy)]
-pub(crate) struct NeonInt(int32x4_t);
+pub(in crate::isa) struct NeonInt(int32x4_t);
 
 // SAFETY (every `unsafe` block below): NEON is always present on aarch64 targets with the
 // `neon` feature (checked by `Isa::is_supported` before any codec runs this code); loads

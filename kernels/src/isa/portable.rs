@@ -7,14 +7,14 @@
 //! second operand on ties and NaN as `maxps`/`minps` do, `c_int` gives `INT_MIN` for NaN
 //! and out-of-range values as `cvttps2dq` does.
 
-use super::lanes::Lanes;
 use crate::num;
+use crate::simd::lanes::Lanes;
 
 const N: usize = 8;
 
 /// Eight f32 lanes.
 #[derive(Clone, Copy)]
-pub(crate) struct Portable([f32; N]);
+pub(in crate::isa) struct Portable([f32; N]);
 
 /// Applies `f` to each lane of one or two vectors.
 #[inline(always)]
@@ -234,5 +234,63 @@ impl Lanes for Portable {
             *o = f32::from(b);
         }
         Portable(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Codec, GgmlType, Isa};
+
+    /// Every SIMD codec on the portable lanes against its scalar specification, on two
+    /// rows (the second one is the first's "next row") with and without importance
+    /// weights. Under Miri (`cargo +nightly miri test -p quantforge-kernels --lib
+    /// portable`), which interprets every lane operation, one row of the codecs that
+    /// cover the generic code's `unsafe` and casts: q4_K (pairs of vectors transposed in
+    /// place, the per-thread search arrays), q8_0 and f16.
+    #[test]
+    fn portable_codecs_match_scalar() {
+        let types: Vec<GgmlType> = match cfg!(miri) {
+            true => vec![GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::F16],
+            false => GgmlType::ALL
+                .iter()
+                .copied()
+                .filter(|&t| crate::has_simd_path(t))
+                .collect(),
+        };
+        let rows = if cfg!(miri) { 1 } else { 2 };
+        let mut state = 0x9e37_79b9u32;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            (state % 20001) as f32 / 10000.0 - 1.0
+        };
+        for ty in types {
+            let n = ty.block_size().max(256);
+            let x: Vec<f32> = (0..rows * n).map(|_| next()).collect();
+            let w: Vec<f32> = (0..n).map(|_| next().abs() + 0.01).collect();
+            let size = rows * ty.row_size(n).unwrap();
+            let portable = Codec::new(ty, Isa::Portable).unwrap();
+            let scalar = Codec::new(ty, Isa::Scalar).unwrap();
+            assert_eq!(portable.isa(), Isa::Portable, "{ty}");
+            for weights in [None, Some(&w[..])] {
+                let (mut ours, mut spec) = (vec![0u8; size], vec![0u8; size]);
+                portable.quantize(&x, n, weights, &mut ours).unwrap();
+                scalar.quantize(&x, n, weights, &mut spec).unwrap();
+                assert!(
+                    ours == spec,
+                    "{ty} quantize (weights: {})",
+                    weights.is_some()
+                );
+                let (mut back, mut want) = (vec![0f32; rows * n], vec![0f32; rows * n]);
+                portable.dequantize(&ours, &mut back).unwrap();
+                scalar.dequantize(&spec, &mut want).unwrap();
+                let same = back
+                    .iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{ty} dequantize");
+            }
+        }
     }
 }

@@ -1,4 +1,0 @@
-//! aarch64 code paths: the [`Lanes`](crate::simd::lanes::Lanes) operations for NEON and
-//! their entry points.
-
-pub(crate) mod neon;

@@ -24,7 +24,7 @@
 //!   keys are rebuilt exactly, so `GGUF -> safetensors -> GGUF` reproduces a GGUF whose
 //!   layout is llama.cpp's (as every GGUF this project or llama.cpp writes).
 
-use anyhow::{Context, Result, bail, ensure};
+use crate::error::{Context, Result, bail, ensure};
 use quantforge_formats::gguf::{
     Array, GgufBuilder, GgufModel, GgufString, KEY_ALIGNMENT, MAX_DIMS, Metadata, Value, ValueType,
 };
@@ -61,25 +61,9 @@ pub struct Converted {
 /// `output` (replaced atomically).
 pub fn safetensors_to_gguf(input: &Path, output: &Path) -> Result<Converted> {
     let model = ModelFolder::open(input)?;
-    let metadata = model.metadata().unwrap_or(&[]);
-    let block_types = ggml_block_types(metadata)?;
+    let block_types = ggml_block_types(model.metadata().unwrap_or(&[]))?;
     let mut builder = GgufBuilder::new();
-    let restored = gguf_keys_from_safetensors(&mut builder, metadata)?;
-    if !restored {
-        // The header to come back to: the file's own, or for shards, that of the one
-        // canonical file they merge into (as `write_file` would make it).
-        let merged;
-        let header = match model.shards().collect::<Vec<_>>()[..] {
-            [(_, file)] => file.header_bytes(),
-            _ => {
-                let specs = model.tensors().map(|t| TensorSpec::from(&t));
-                merged = Layout::new(specs, model.metadata(), Order::Canonical)?;
-                &merged.prefix()[8..]
-            }
-        };
-        let header = std::str::from_utf8(header).context("the safetensors header is not UTF-8")?;
-        builder.metadata_mut().set(KEY_SAFETENSORS_HEADER, header)?;
-    }
+    let restored = gguf_keys_of_folder(&mut builder, &model)?;
     let mut data_bytes = 0u64;
     for t in model.tensors() {
         let (ty, ne) = match block_types.get(t.name()) {
@@ -97,6 +81,37 @@ pub fn safetensors_to_gguf(input: &Path, output: &Path) -> Result<Converted> {
         data_bytes,
         restored,
     })
+}
+
+/// Sets a GGUF's version and keys as [`safetensors_to_gguf`] makes them from the model:
+/// rebuilt from a GGUF record (returns true), or `__metadata__` as string keys and the
+/// safetensors header to come back to under [`KEY_SAFETENSORS_HEADER`] (returns false).
+fn gguf_keys_of_folder(builder: &mut GgufBuilder<'_>, model: &ModelFolder) -> Result<bool> {
+    let restored = gguf_keys_from_safetensors(builder, model.metadata().unwrap_or(&[]))?;
+    if !restored {
+        // The header to come back to: the file's own, or for shards, that of the one
+        // canonical file they merge into (as `write_file` would make it).
+        let merged;
+        let header = match model.shards().collect::<Vec<_>>()[..] {
+            [(_, file)] => file.header_bytes(),
+            _ => {
+                let specs = model.tensors().map(|t| TensorSpec::from(&t));
+                merged = Layout::new(specs, model.metadata(), Order::Canonical)?;
+                &merged.prefix()[8..]
+            }
+        };
+        let header = std::str::from_utf8(header).context("the safetensors header is not UTF-8")?;
+        builder.metadata_mut().set(KEY_SAFETENSORS_HEADER, header)?;
+    }
+    Ok(restored)
+}
+
+/// The GGUF keys [`safetensors_to_gguf`] would write for the model, in order, without
+/// writing anything: what a quantization of the model reads as its metadata.
+pub fn gguf_metadata_of_safetensors(model: &ModelFolder) -> Result<Metadata> {
+    let mut builder = GgufBuilder::new();
+    gguf_keys_of_folder(&mut builder, model)?;
+    Ok(builder.header().metadata().clone())
 }
 
 /// The ggml types of the U8 tensors that `__metadata__` lists under [`KEY_GGML_TYPES`]
@@ -295,7 +310,7 @@ fn native_dtype(ty: GgmlType) -> Option<Dtype> {
 }
 
 /// The GGUF type and dimensions (ggml order) that carry a safetensors tensor.
-fn carrier(dtype: Dtype, shape: &[usize]) -> (GgmlType, Vec<u64>) {
+pub(crate) fn carrier(dtype: Dtype, shape: &[usize]) -> (GgmlType, Vec<u64>) {
     let mut dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
     let ty = match dtype {
         Dtype::F32 => GgmlType::F32,

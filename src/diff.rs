@@ -8,8 +8,9 @@
 //! equal infinities, count as the same value. Shapes compare equal when they differ only
 //! by leading axes of 1 (GGUF writers may or may not drop them).
 
-use crate::model::{Encoding, Model, Tensor, for_each_slab, tasks};
-use anyhow::Result;
+use crate::error::Result;
+use crate::model::{Encoding, Model, Tensor};
+use crate::slab::{for_each_slab, tasks};
 use rayon::prelude::*;
 use std::collections::HashMap;
 

@@ -1,11 +1,11 @@
 //! `quantforge diff A B [--json]`: compares two models tensor by tensor
-//! ([`crate::diff`]) and prints a table with a totals line, or one JSON document. It is a
+//! ([`quantforge::diff`]) and prints a table with a totals line, or one JSON document. It is a
 //! report: the exit code is 0 whether or not the models differ.
 
 use super::file_kind;
-use crate::diff::{ErrorStats, Report, Side, TensorDiff, Values, diff};
 use anyhow::Result;
 use clap::Args;
+use quantforge::diff::{ErrorStats, Report, Side, TensorDiff, Values, diff};
 use serde_json::{Value as Json, json};
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -25,6 +25,7 @@
 //!   layout is llama.cpp's (as every GGUF this project or llama.cpp writes).
 
 use crate::error::{Context, Result, bail, ensure};
+use crate::model::GgufDims;
 use quantforge_formats::gguf::{
     Array, GgufBuilder, GgufModel, GgufString, KEY_ALIGNMENT, MAX_DIMS, Metadata, Value, ValueType,
 };
@@ -66,7 +67,7 @@ pub fn safetensors_to_gguf(input: &Path, output: &Path) -> Result<Converted> {
     let restored = gguf_keys_of_folder(&mut builder, &model)?;
     let mut data_bytes = 0u64;
     for t in model.tensors() {
-        let (ty, ne) = match block_types.get(t.name()) {
+        let GgufDims { ty, ne } = match block_types.get(t.name()) {
             Some(&ty) => block_dims(&t, ty)?,
             None => carrier(t.dtype(), t.shape()),
         };
@@ -165,7 +166,11 @@ pub fn gguf_to_safetensors(input: &Path, output: &Path) -> Result<Converted> {
             .as_ref()
             .and_then(|(_, h)| h.tensor(v.name()))
             .filter(|info| {
-                carrier(info.dtype(), info.shape()) == (v.ty(), v.ne().to_vec())
+                carrier(info.dtype(), info.shape())
+                    == GgufDims {
+                        ty: v.ty(),
+                        ne: v.ne().to_vec(),
+                    }
                     && info.byte_len() == v.data().len()
             });
         let (dtype, shape) = match fitting {
@@ -310,7 +315,7 @@ fn native_dtype(ty: GgmlType) -> Option<Dtype> {
 }
 
 /// The GGUF type and dimensions (ggml order) that carry a safetensors tensor.
-pub(crate) fn carrier(dtype: Dtype, shape: &[usize]) -> (GgmlType, Vec<u64>) {
+pub(crate) fn carrier(dtype: Dtype, shape: &[usize]) -> GgufDims {
     let mut dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
     let ty = match dtype {
         Dtype::F32 => GgmlType::F32,
@@ -334,7 +339,10 @@ pub(crate) fn carrier(dtype: Dtype, shape: &[usize]) -> (GgmlType, Vec<u64>) {
             GgmlType::I8
         }
     };
-    (ty, ggml_ne(&dims))
+    GgufDims {
+        ty,
+        ne: ggml_ne(&dims),
+    }
 }
 
 /// GGUF dimensions (ggml order, `ne[0]` the row) of a row-major shape; the leading axes
@@ -365,7 +373,7 @@ fn dims_to_shape(ne: &[u64], row_bytes: Option<usize>) -> Result<Vec<usize>> {
 }
 
 /// GGUF dimensions of a U8 tensor holding a block type: its last axis is bytes per row.
-pub(crate) fn block_dims(t: &TensorView<'_>, ty: GgmlType) -> Result<(GgmlType, Vec<u64>)> {
+pub(crate) fn block_dims(t: &TensorView<'_>, ty: GgmlType) -> Result<GgufDims> {
     ensure!(
         t.dtype() == Dtype::U8 && !t.shape().is_empty(),
         "tensor `{}` is listed as {ty} in {KEY_GGML_TYPES} but is {} of shape {:?}, not U8 rows",
@@ -382,7 +390,7 @@ pub(crate) fn block_dims(t: &TensorView<'_>, ty: GgmlType) -> Result<(GgmlType, 
         ty.type_size()
     );
     ne[0] = row_bytes / ty.type_size() as u64 * ty.block_size() as u64;
-    Ok((ty, ne))
+    Ok(GgufDims { ty, ne })
 }
 
 fn parse_ggml_types(json: &str) -> Result<HashMap<String, GgmlType>> {
@@ -572,17 +580,24 @@ fn json_array(json: &Json) -> Result<Array> {
 mod tests {
     use super::*;
 
+    fn dims(ty: GgmlType, ne: &[u64]) -> GgufDims {
+        GgufDims {
+            ty,
+            ne: ne.to_vec(),
+        }
+    }
+
     #[test]
     fn carriers_keep_width_and_rank() {
-        assert_eq!(carrier(Dtype::F16, &[2, 3]), (GgmlType::F16, vec![3, 2]));
-        assert_eq!(carrier(Dtype::U32, &[5]), (GgmlType::I32, vec![5]));
-        assert_eq!(carrier(Dtype::C64, &[4]), (GgmlType::F32, vec![2, 4]));
-        assert_eq!(carrier(Dtype::F4, &[3, 2]), (GgmlType::I8, vec![3]));
+        assert_eq!(carrier(Dtype::F16, &[2, 3]), dims(GgmlType::F16, &[3, 2]));
+        assert_eq!(carrier(Dtype::U32, &[5]), dims(GgmlType::I32, &[5]));
+        assert_eq!(carrier(Dtype::C64, &[4]), dims(GgmlType::F32, &[2, 4]));
+        assert_eq!(carrier(Dtype::F4, &[3, 2]), dims(GgmlType::I8, &[3]));
         assert_eq!(
             carrier(Dtype::U8, &[2, 3, 4, 5, 6]),
-            (GgmlType::I8, vec![6, 5, 4, 6])
+            dims(GgmlType::I8, &[6, 5, 4, 6])
         );
-        assert_eq!(carrier(Dtype::F32, &[]), (GgmlType::F32, vec![]));
+        assert_eq!(carrier(Dtype::F32, &[]), dims(GgmlType::F32, &[]));
     }
 
     #[test]

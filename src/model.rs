@@ -72,8 +72,8 @@ impl Model {
                     .map(|(file, v)| {
                         let (encoding, shape) = match block_types.get(v.name()) {
                             Some(&ty) => {
-                                let (ty, ne) = block_dims(&v, ty)?;
-                                (Encoding::Ggml(ty), ne.into_iter().rev().collect())
+                                let dims = block_dims(&v, ty)?;
+                                (Encoding::Ggml(dims.ty), dims.ne.into_iter().rev().collect())
                             }
                             None => (
                                 Encoding::of_dtype(v.dtype()),
@@ -146,6 +146,24 @@ impl ModelSource for Model {
 
     fn tensors(&self) -> Result<Vec<Tensor<'_>>> {
         Model::tensors(self)
+    }
+}
+
+/// A tensor's type and dimensions as a GGUF holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GgufDims {
+    /// The ggml type.
+    pub ty: GgmlType,
+    /// The dimensions, ggml order (`ne[0]` the row length), at most [`MAX_DIMS`].
+    pub ne: Vec<u64>,
+}
+
+impl GgufDims {
+    /// All [`MAX_DIMS`] dimensions, unused ones 1.
+    pub fn ne4(&self) -> [u64; MAX_DIMS] {
+        let mut ne4 = [1; MAX_DIMS];
+        ne4[..self.ne.len()].copy_from_slice(&self.ne);
+        ne4
     }
 }
 
@@ -305,17 +323,17 @@ impl<'a> Tensor<'a> {
 
     /// The GGUF type and dimensions (ggml order, unused ones 1) of the tensor as it is, or
     /// as [`crate::convert`] carries it in a GGUF (safetensors dtypes GGUF lacks).
-    pub fn gguf_dims(&self) -> (GgmlType, [u64; MAX_DIMS]) {
-        let (ty, ne) = match self.encoding {
-            Encoding::Ggml(ty) => (ty, ggml_ne(&self.shape)),
+    pub fn gguf_dims(&self) -> GgufDims {
+        match self.encoding {
+            Encoding::Ggml(ty) => GgufDims {
+                ty,
+                ne: ggml_ne(&self.shape),
+            },
             Encoding::Safetensors(dtype) => {
                 let shape: Vec<usize> = self.shape.iter().map(|&d| d as usize).collect();
                 carrier(dtype, &shape)
             }
-        };
-        let mut ne4 = [1; MAX_DIMS];
-        ne4[..ne.len()].copy_from_slice(&ne);
-        (ty, ne4)
+        }
     }
 
     /// Which file of a split set holds the data (0 for a single file).

@@ -371,8 +371,11 @@ pub fn plan(
             entry.reason = Reason::Kept(why);
         } else {
             entry.quantizable = true;
-            let (target, reason, fallback) =
-                tensor_type(&cx, &mut counters, t, options, default_type)?;
+            let TypeChoice {
+                target,
+                reason,
+                fallback,
+            } = tensor_type(&cx, &mut counters, t, options, default_type)?;
             if fallback.is_some() {
                 n_fallback += 1;
             }
@@ -410,7 +413,12 @@ fn tensor_type(
     t: &TensorSpec,
     options: &Options,
     default_type: GgmlType,
-) -> Result<(GgmlType, Reason, Option<Fallback>), PlanError> {
+) -> Result<TypeChoice, PlanError> {
+    let choice = |target, reason| TypeChoice {
+        target,
+        reason,
+        fallback: None,
+    };
     let category = Category::of(&t.name);
     let rule_for = |name: &str| options.tensor_types.iter().find(|r| r.matches(name));
     if let Some(ty) = options.token_embedding_type
@@ -419,16 +427,16 @@ fn tensor_type(
         // per_layer_token_embd follows --token-embedding-type unless a --tensor-type
         // rule names it.
         if t.name != "per_layer_token_embd.weight" || rule_for(&t.name).is_none() {
-            return Ok((ty, Reason::TokenEmbeddingType, None));
+            return Ok(choice(ty, Reason::TokenEmbeddingType));
         }
     }
     if let Some(ty) = options.output_tensor_type
         && category == Category::Output
     {
-        return Ok((ty, Reason::OutputTensorType, None));
+        return Ok(choice(ty, Reason::OutputTensorType));
     }
     if !default_type.is_quantized() {
-        return Ok((default_type, Reason::Default, None));
+        return Ok(choice(default_type, Reason::Default));
     }
     let (wanted, reason) = if let Some(rule) = rule_for(&t.name) {
         (rule.ty, Reason::TensorType(rule.pattern.clone()))
@@ -445,16 +453,23 @@ fn tensor_type(
     };
     let fallback = rules::fallback(&t.name, t.ne[0], wanted)?;
     Ok(match fallback {
-        Some(ty) => (
-            ty,
+        Some(ty) => TypeChoice {
+            target: ty,
             reason,
-            Some(Fallback {
+            fallback: Some(Fallback {
                 wanted,
                 ncols: t.ne[0],
             }),
-        ),
-        None => (wanted, reason, None),
+        },
+        None => choice(wanted, reason),
     })
+}
+
+/// The type [`tensor_type`] chose for a tensor, why, and the fallback that changed it.
+struct TypeChoice {
+    target: GgmlType,
+    reason: Reason,
+    fallback: Option<Fallback>,
 }
 
 #[cfg(test)]

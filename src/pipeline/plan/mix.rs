@@ -51,10 +51,13 @@ impl MixContext<'_> {
     /// The layer of a per-layer tensor for the layer-dependent rules: the running count
     /// for dense models, the `blk.N.` in the name for MoE models, whose expert tensors are
     /// not stored in layer order (llama.cpp's `layer_info`).
-    fn layer(&self, counter: i64, name: &str) -> Result<(i64, i64), PlanError> {
+    fn layer(&self, counter: i64, name: &str) -> Result<LayerPos, PlanError> {
         let n_layer = i64::from(self.model.n_layer);
         if self.model.n_expert <= 1 {
-            return Ok((counter, n_layer));
+            return Ok(LayerPos {
+                i_layer: counter,
+                n_layer,
+            });
         }
         let layer = super::order::layer_of(name).ok_or_else(|| PlanError::NoLayer {
             tensor: name.to_string(),
@@ -66,8 +69,18 @@ impl MixContext<'_> {
                 n_layer: self.model.n_layer,
             });
         }
-        Ok((layer, n_layer))
+        Ok(LayerPos {
+            i_layer: layer,
+            n_layer,
+        })
     }
+}
+
+/// Where a per-layer tensor is for the layer-dependent rules: its layer and how many the
+/// model has.
+struct LayerPos {
+    i_layer: i64,
+    n_layer: i64,
 }
 
 /// The type the preset mix gives a quantizable tensor that starts as `new_type` (the file
@@ -227,7 +240,7 @@ pub fn mix_type(
             new_type = T::IQ2_S;
         }
     } else if category == C::FfnDown {
-        let (i_layer, n_layer) = cx.layer(qs.i_ffn_down, name)?;
+        let LayerPos { i_layer, n_layer } = cx.layer(qs.i_ffn_down, name)?;
         if ftype == F::Q2_K {
             new_type = T::Q3_K;
         } else if ftype == F::Q2_K_S {
@@ -321,13 +334,13 @@ pub fn mix_type(
             new_type = T::Q6_K;
         }
     } else if category == C::FfnGate {
-        let (i_layer, n_layer) = cx.layer(qs.i_ffn_gate, name)?;
+        let LayerPos { i_layer, n_layer } = cx.layer(qs.i_ffn_gate, name)?;
         if ftype == F::IQ3_XS && i_layer >= n_layer / 8 && i_layer < 7 * n_layer / 8 {
             new_type = T::IQ3_XXS;
         }
         qs.i_ffn_gate += 1;
     } else if category == C::FfnUp {
-        let (i_layer, n_layer) = cx.layer(qs.i_ffn_up, name)?;
+        let LayerPos { i_layer, n_layer } = cx.layer(qs.i_ffn_up, name)?;
         if ftype == F::IQ3_XS && i_layer >= n_layer / 8 && i_layer < 7 * n_layer / 8 {
             new_type = T::IQ3_XXS;
         }

@@ -186,11 +186,11 @@ pub fn tensor_specs(model: &impl ModelSource) -> Result<Vec<TensorSpec>, RunErro
         .tensors()?
         .iter()
         .map(|v| {
-            let (ty, ne) = v.gguf_dims();
+            let dims = v.gguf_dims();
             TensorSpec {
                 name: v.name().to_string(),
-                ne,
-                ty,
+                ne: dims.ne4(),
+                ty: dims.ty,
                 split: u16::try_from(v.part()).unwrap_or(u16::MAX),
                 offset: v.offset(),
             }
@@ -212,7 +212,7 @@ pub fn run(
     for t in &plan.tensors {
         let fits = tensors
             .get(t.input_index)
-            .is_some_and(|v| v.name() == t.name && v.gguf_dims().0 == t.source);
+            .is_some_and(|v| v.name() == t.name && v.gguf_dims().ty == t.source);
         if !fits {
             return Err(RunError::PlanMismatch(format!(
                 "tensor #{} is not {} of type {}",

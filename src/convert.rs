@@ -2,7 +2,8 @@
 //! (a file or a model folder, sharded or not) to GGUF, and GGUF (a file or a split set)
 //! to safetensors.
 //!
-//! Tensors keep their names, their order and their data. safetensors F32, F16, BF16,
+//! Tensors keep their names, their order and their data, copied a slab at a time (see
+//! [`crate::slab`]). safetensors F32, F16, BF16,
 //! F64, I8, I16, I32 and I64 become the GGUF types of the same name (dimensions reversed
 //! into ggml order); dtypes GGUF lacks travel in a same-width carrier (BOOL, U8 and the
 //! F8 types as i8, U16 as i16, U32 as i32, U64 as i64, C64 as f32 pairs, F4/F6 as their
@@ -25,7 +26,8 @@
 //!   layout is llama.cpp's (as every GGUF this project or llama.cpp writes).
 
 use crate::error::{Context, Result, bail, ensure};
-use crate::model::GgufDims;
+use crate::model::{GgufDims, Model, ModelSource};
+use crate::slab::for_each_byte_slab;
 use quantforge_formats::gguf::{
     Array, GgufBuilder, GgufModel, GgufString, KEY_ALIGNMENT, MAX_DIMS, Metadata, Value, ValueType,
 };
@@ -61,24 +63,33 @@ pub struct Converted {
 /// Converts the safetensors file or model folder at `input` to one GGUF file at
 /// `output` (replaced atomically).
 pub fn safetensors_to_gguf(input: &Path, output: &Path) -> Result<Converted> {
-    let model = ModelFolder::open(input)?;
-    let block_types = ggml_block_types(model.metadata().unwrap_or(&[]))?;
+    let folder = ModelFolder::open(input)?;
+    let block_types = ggml_block_types(folder.metadata().unwrap_or(&[]))?;
     let mut builder = GgufBuilder::new();
-    let restored = gguf_keys_of_folder(&mut builder, &model)?;
-    let mut data_bytes = 0u64;
-    for t in model.tensors() {
+    let restored = gguf_keys_of_folder(&mut builder, &folder)?;
+    for t in folder.tensors() {
         let GgufDims { ty, ne } = match block_types.get(t.name()) {
             Some(&ty) => block_dims(&t, ty)?,
             None => carrier(t.dtype(), t.shape()),
         };
         builder
-            .add_tensor(t.name(), ty, &ne, t.data())
+            .declare_tensor(t.name(), ty, &ne)
             .with_context(|| format!("tensor `{}`", t.name()))?;
+    }
+    let model = Model::Safetensors {
+        folder: Box::new(folder),
+        block_types,
+    };
+    let tensors = model.tensors()?;
+    let mut writer = builder.create(output)?;
+    let mut data_bytes = 0u64;
+    for t in &tensors {
+        for_each_byte_slab(t, |bytes| Ok(writer.write_chunk(&t.data()[bytes])?))?;
         data_bytes += t.data().len() as u64;
     }
-    builder.write(output)?;
+    writer.commit()?;
     Ok(Converted {
-        tensors: model.len(),
+        tensors: tensors.len(),
         data_bytes,
         restored,
     })
@@ -218,9 +229,11 @@ pub fn gguf_to_safetensors(input: &Path, output: &Path) -> Result<Converted> {
     };
     let writer = FileWriter::create(output, layout)?;
     let mut data_bytes = 0u64;
-    for v in model.tensors() {
-        writer.write_tensor(v.name(), v.data())?;
-        data_bytes += v.data().len() as u64;
+    for t in ModelSource::tensors(&model)? {
+        for_each_byte_slab(&t, |bytes| {
+            Ok(writer.write_at(t.name(), bytes.start, &t.data()[bytes])?)
+        })?;
+        data_bytes += t.data().len() as u64;
     }
     writer.finish()?;
     Ok(Converted {

@@ -40,6 +40,33 @@ pub fn tasks(rows: Range<usize>, task_rows: usize) -> Vec<Range<usize>> {
         .collect()
 }
 
+/// Calls `f` with consecutive ranges of the tensor's bytes, [`SLAB_BYTES`] each (the last
+/// shorter; one empty range for a tensor without data): a copy of the tensor as it is.
+/// Each range's pages are asked for before the previous one is handed over and released
+/// after it.
+pub fn for_each_byte_slab(
+    tensor: &Tensor<'_>,
+    mut f: impl FnMut(Range<usize>) -> Result<()>,
+) -> Result<()> {
+    let len = tensor.data().len();
+    if len == 0 {
+        return f(0..0);
+    }
+    let slabs: Vec<Range<usize>> = (0..len)
+        .step_by(SLAB_BYTES)
+        .map(|start| start..(start + SLAB_BYTES).min(len))
+        .collect();
+    tensor.prefetch(slabs[0].clone())?;
+    for (i, slab) in slabs.iter().enumerate() {
+        if let Some(next) = slabs.get(i + 1) {
+            tensor.prefetch(next.clone())?;
+        }
+        f(slab.clone())?;
+        tensor.release(slab.clone())?;
+    }
+    Ok(())
+}
+
 /// Calls `f` with consecutive ranges of rows covering tensors with the same row count:
 /// each a whole number of tasks and about [`SLAB_BYTES`] of the widest of the tensors'
 /// rows and `out_row_bytes`. Each slab's pages are asked for before the previous slab is

@@ -1,8 +1,8 @@
 //! The per-tensor rules of llama.cpp's quantizer (`src/llama-quant.cpp`, llama-cpp-sys-2
 //! 0.1.161): which tensors may be quantized at all (`tensor_allows_quantization`), the
-//! broad category a name falls in (`tensor_get_category`), the shape fallbacks (`tensor_type_fallback`) and which
-//! targets need an importance matrix (`tensor_requires_imatrix`). The preset mixes are in
-//! [`super::mix`].
+//! broad category a name falls in (`tensor_get_category`), the shape fallbacks
+//! (`tensor_type_fallback`) and which targets need an importance matrix
+//! (`tensor_requires_imatrix`). The preset mixes are in [`super::mix`].
 //!
 //! The rules are transcribed as tables and conditions; the order of the `if` chains is
 //! llama.cpp's, because the first rule that matches decides.

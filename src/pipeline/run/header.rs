@@ -36,9 +36,9 @@ pub fn output_metadata(source: &Metadata, plan: &Plan, overrides: &[(String, Val
     meta
 }
 
-/// The output header: [`output_metadata`] of the source's keys and every tensor of the plan in its order with
-/// its target type. Dimensions are written as ggml counts them (`ggml_n_dims`: trailing
-/// 1s dropped).
+/// The output header: [`output_metadata`] of the source's keys and every tensor of the
+/// plan in its order with its target type. Dimensions are written as ggml counts them
+/// (`ggml_n_dims`: trailing 1s dropped).
 pub fn output_header(
     source: &Metadata,
     plan: &Plan,

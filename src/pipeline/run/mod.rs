@@ -6,13 +6,14 @@
 //! Every output file is created first with its whole size reserved (a disk without room
 //! fails before any work) and each tensor's place in it known from the header. The
 //! tensors are cut into pieces (rows of a converted tensor, bytes of a copied one, at most
-//! a slab each: see [`crate::slab`]) and the pieces grouped into batches of about a slab, which cross
-//! tensor boundaries, so that small tensors share one parallel pass. A batch's rows are
-//! widened to f32 and quantized on all threads of a rayon pool, in tasks of whole rows,
-//! straight into an output slab laid out as the file is (tensor padding included); each
-//! row is quantized by itself, so the bytes are the same whatever the thread count. A
-//! thread of its own writes each filled slab at its offset (whole blocks by direct I/O,
-//! from the slab itself: see [`PlacedFile`]) while the workers fill the next one.
+//! a slab each: see [`crate::slab`]) and the pieces grouped into batches of about a slab,
+//! which cross tensor boundaries, so that small tensors share one parallel pass. A
+//! batch's rows are widened to f32 and quantized on all threads of a rayon pool, in tasks
+//! of whole rows, straight into an output slab laid out as the file is (tensor padding
+//! included); each row is quantized by itself, so the bytes are the same whatever the
+//! thread count. A thread of its own writes each filled slab at its offset (whole blocks
+//! by direct I/O, from the slab itself: see [`quantforge_formats::output::PlacedFile`])
+//! while the workers fill the next one.
 //!
 //! Since any part of a file can be written at any time, batches are converted in an
 //! order that mixes the cheap ones with much output (an embedding converted to q8_0) with
@@ -26,10 +27,10 @@
 //! [`super::imatrix`]); every entry is looked up and checked before the output is created,
 //! so a missing or misfit entry leaves no file behind.
 //!
-//! The stages, one file each: [`header`] (the output files' headers and metadata),
-//! [`schedule`] (pieces, batches and the order they are converted in), [`convert`] (a
-//! batch widened and quantized into its slab, experts apart), [`write`] (the writing
-//! thread and the slabs it returns) and [`progress`] (the summary and the reports).
+//! The stages, one file each: `header` (the output files' headers and metadata),
+//! `schedule` (pieces, batches and the order they are converted in), `convert` (a batch
+//! widened and quantized into its slab, experts apart), `write` (the writing thread and
+//! the slabs it returns) and `progress` (the summary and the reports).
 
 mod convert;
 mod header;

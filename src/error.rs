@@ -1,5 +1,5 @@
 //! The error of the model-level library modules ([`crate::model`], [`crate::convert`],
-//! [`crate::dequantize`], [`crate::diff`]): what failed in the containers, the codecs or
+//! [`mod@crate::dequantize`], [`crate::diff`]): what failed in the containers, the codecs or
 //! the conversion rules, each wrapped in what was being done (a tensor, a key) where
 //! that helps to find it.
 //!

@@ -1,7 +1,7 @@
 //! The error of the model-level library modules ([`crate::model`], [`crate::convert`],
-//! [`mod@crate::dequantize`], [`crate::diff`]): what failed in the containers, the codecs or
-//! the conversion rules, each wrapped in what was being done (a tensor, a key) where
-//! that helps to find it.
+//! [`mod@crate::dequantize`], [`crate::diff`]): what failed in the containers, the
+//! codecs or the conversion rules, each wrapped in what was being done (a tensor, a key)
+//! where that helps to find it.
 //!
 //! [`Error::Context`] keeps the error it wraps as its [`std::error::Error::source`], so a
 //! report that walks the chain (`anyhow`'s `{:#}` at the command line) prints

@@ -47,9 +47,13 @@ impl Model {
 
     /// Opens a safetensors file, index or model folder.
     pub fn open_safetensors(path: &Path) -> Result<Model> {
-        let folder = ModelFolder::open(path)?;
-        let block_types = ggml_block_types(folder.metadata().unwrap_or(&[]))
-            .with_context(|| format!("{}", path.display()))?;
+        Model::from_folder(ModelFolder::open(path)?).with_context(|| format!("{}", path.display()))
+    }
+
+    /// A safetensors file or folder already open, with the block types its
+    /// `__metadata__` lists.
+    pub fn from_folder(folder: ModelFolder) -> Result<Model> {
+        let block_types = ggml_block_types(folder.metadata().unwrap_or(&[]))?;
         Ok(Model::Safetensors {
             folder: Box::new(folder),
             block_types,

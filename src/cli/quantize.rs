@@ -14,6 +14,7 @@ use quantforge::pipeline::imatrix::{Imatrix, ImatrixFormat, WeightFilter};
 use quantforge::pipeline::plan::{Options, Preset, TensorTypeRule, plan};
 use quantforge::pipeline::run::{self, OutputLayout, RunOptions};
 use quantforge_formats::gguf::{SplitLimits, Value};
+use quantforge_formats::safetensors::ModelFolder;
 use quantforge_kernels::GgmlType;
 use report::{ProgressMode, Reporter, print_plan};
 use std::path::{Path, PathBuf};
@@ -196,15 +197,18 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     options.has_imatrix = imatrix.is_some();
 
     // A safetensors input is read as the GGUF it holds (a GGUF that went through
-    // safetensors gets its exact metadata back), straight from its files.
+    // safetensors gets its exact metadata back), straight from its files; its keys and
+    // tensor list are checked in the order a conversion to GGUF checks them.
+    let reading = || format!("reading {}", args.input.display());
     let model = match file_kind::detect(&args.input)? {
-        FileKind::Safetensors => Model::open_safetensors(&args.input)
-            .with_context(|| format!("reading {}", args.input.display()))?,
+        FileKind::Safetensors => ModelFolder::open(&args.input)
+            .map_err(quantforge::error::Error::from)
+            .and_then(Model::from_folder)
+            .with_context(reading)?,
         FileKind::Gguf => Model::open_gguf(&args.input)?,
     };
-    let metadata = model
-        .gguf_metadata()
-        .with_context(|| format!("reading {}", args.input.display()))?;
+    let metadata = model.gguf_metadata().with_context(reading)?;
+    let specs = run::tensor_specs(&model).with_context(reading)?;
     if metadata.get("general.architecture").is_none() {
         bail!(
             "{}: no general.architecture: llama.cpp's quantizer needs a model converted to \
@@ -215,8 +219,6 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     }
     let model_params = quantforge::pipeline::plan::ModelParams::from_gguf(&metadata)
         .with_context(|| format!("{}", args.input.display()))?;
-    let specs =
-        run::tensor_specs(&model).with_context(|| format!("reading {}", args.input.display()))?;
     let plan = plan(&model_params, &specs, &options)?;
 
     if args.dry_run {

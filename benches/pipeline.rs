@@ -33,7 +33,7 @@ fn pipeline(c: &mut Criterion) {
     let (input, preset, threads) = settings();
     let model = GgufModel::open(&input).expect("the benchmark model opens");
     let params = ModelParams::from_gguf(model.metadata()).expect("a model quantize can plan");
-    let specs = run::tensor_specs(&model);
+    let specs = run::tensor_specs(&model).expect("the tensor list");
     let mut options = Options::new(preset);
     options.allow_requantize = true;
     let plan = plan(&params, &specs, &options).expect("a plan");

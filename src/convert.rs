@@ -2,7 +2,8 @@
 //! (a file or a model folder, sharded or not) to GGUF, and GGUF (a file or a split set)
 //! to safetensors.
 //!
-//! Tensors keep their names, their order and their data. safetensors F32, F16, BF16,
+//! Tensors keep their names, their order and their data, copied a slab at a time (see
+//! [`crate::slab`]). safetensors F32, F16, BF16,
 //! F64, I8, I16, I32 and I64 become the GGUF types of the same name (dimensions reversed
 //! into ggml order); dtypes GGUF lacks travel in a same-width carrier (BOOL, U8 and the
 //! F8 types as i8, U16 as i16, U32 as i32, U64 as i64, C64 as f32 pairs, F4/F6 as their
@@ -24,7 +25,9 @@
 //!   keys are rebuilt exactly, so `GGUF -> safetensors -> GGUF` reproduces a GGUF whose
 //!   layout is llama.cpp's (as every GGUF this project or llama.cpp writes).
 
-use anyhow::{Context, Result, bail, ensure};
+use crate::error::{Context, Result, bail, ensure};
+use crate::model::{GgufDims, Model, ModelSource};
+use crate::slab::for_each_byte_slab;
 use quantforge_formats::gguf::{
     Array, GgufBuilder, GgufModel, GgufString, KEY_ALIGNMENT, MAX_DIMS, Metadata, Value, ValueType,
 };
@@ -60,11 +63,43 @@ pub struct Converted {
 /// Converts the safetensors file or model folder at `input` to one GGUF file at
 /// `output` (replaced atomically).
 pub fn safetensors_to_gguf(input: &Path, output: &Path) -> Result<Converted> {
-    let model = ModelFolder::open(input)?;
-    let metadata = model.metadata().unwrap_or(&[]);
-    let block_types = ggml_block_types(metadata)?;
+    let folder = ModelFolder::open(input)?;
+    let block_types = ggml_block_types(folder.metadata().unwrap_or(&[]))?;
     let mut builder = GgufBuilder::new();
-    let restored = gguf_keys_from_safetensors(&mut builder, metadata)?;
+    let restored = gguf_keys_of_folder(&mut builder, &folder)?;
+    for t in folder.tensors() {
+        let GgufDims { ty, ne } = match block_types.get(t.name()) {
+            Some(&ty) => block_dims(&t, ty)?,
+            None => carrier(t.dtype(), t.shape()),
+        };
+        builder
+            .declare_tensor(t.name(), ty, &ne)
+            .with_context(|| format!("tensor `{}`", t.name()))?;
+    }
+    let model = Model::Safetensors {
+        folder: Box::new(folder),
+        block_types,
+    };
+    let tensors = model.tensors()?;
+    let mut writer = builder.create(output)?;
+    let mut data_bytes = 0u64;
+    for t in &tensors {
+        for_each_byte_slab(t, |bytes| Ok(writer.write_chunk(&t.data()[bytes])?))?;
+        data_bytes += t.data().len() as u64;
+    }
+    writer.commit()?;
+    Ok(Converted {
+        tensors: tensors.len(),
+        data_bytes,
+        restored,
+    })
+}
+
+/// Sets a GGUF's version and keys as [`safetensors_to_gguf`] makes them from the model:
+/// rebuilt from a GGUF record (returns true), or `__metadata__` as string keys and the
+/// safetensors header to come back to under [`KEY_SAFETENSORS_HEADER`] (returns false).
+fn gguf_keys_of_folder(builder: &mut GgufBuilder<'_>, model: &ModelFolder) -> Result<bool> {
+    let restored = gguf_keys_from_safetensors(builder, model.metadata().unwrap_or(&[]))?;
     if !restored {
         // The header to come back to: the file's own, or for shards, that of the one
         // canonical file they merge into (as `write_file` would make it).
@@ -80,23 +115,15 @@ pub fn safetensors_to_gguf(input: &Path, output: &Path) -> Result<Converted> {
         let header = std::str::from_utf8(header).context("the safetensors header is not UTF-8")?;
         builder.metadata_mut().set(KEY_SAFETENSORS_HEADER, header)?;
     }
-    let mut data_bytes = 0u64;
-    for t in model.tensors() {
-        let (ty, ne) = match block_types.get(t.name()) {
-            Some(&ty) => block_dims(&t, ty)?,
-            None => carrier(t.dtype(), t.shape()),
-        };
-        builder
-            .add_tensor(t.name(), ty, &ne, t.data())
-            .with_context(|| format!("tensor `{}`", t.name()))?;
-        data_bytes += t.data().len() as u64;
-    }
-    builder.write(output)?;
-    Ok(Converted {
-        tensors: model.len(),
-        data_bytes,
-        restored,
-    })
+    Ok(restored)
+}
+
+/// The GGUF keys [`safetensors_to_gguf`] would write for the model, in order, without
+/// writing anything: what a quantization of the model reads as its metadata.
+pub fn gguf_metadata_of_safetensors(model: &ModelFolder) -> Result<Metadata> {
+    let mut builder = GgufBuilder::new();
+    gguf_keys_of_folder(&mut builder, model)?;
+    Ok(builder.header().metadata().clone())
 }
 
 /// The ggml types of the U8 tensors that `__metadata__` lists under [`KEY_GGML_TYPES`]
@@ -150,7 +177,11 @@ pub fn gguf_to_safetensors(input: &Path, output: &Path) -> Result<Converted> {
             .as_ref()
             .and_then(|(_, h)| h.tensor(v.name()))
             .filter(|info| {
-                carrier(info.dtype(), info.shape()) == (v.ty(), v.ne().to_vec())
+                carrier(info.dtype(), info.shape())
+                    == GgufDims {
+                        ty: v.ty(),
+                        ne: v.ne().to_vec(),
+                    }
                     && info.byte_len() == v.data().len()
             });
         let (dtype, shape) = match fitting {
@@ -198,9 +229,11 @@ pub fn gguf_to_safetensors(input: &Path, output: &Path) -> Result<Converted> {
     };
     let writer = FileWriter::create(output, layout)?;
     let mut data_bytes = 0u64;
-    for v in model.tensors() {
-        writer.write_tensor(v.name(), v.data())?;
-        data_bytes += v.data().len() as u64;
+    for t in ModelSource::tensors(&model)? {
+        for_each_byte_slab(&t, |bytes| {
+            Ok(writer.write_at(t.name(), bytes.start, &t.data()[bytes])?)
+        })?;
+        data_bytes += t.data().len() as u64;
     }
     writer.finish()?;
     Ok(Converted {
@@ -295,7 +328,7 @@ fn native_dtype(ty: GgmlType) -> Option<Dtype> {
 }
 
 /// The GGUF type and dimensions (ggml order) that carry a safetensors tensor.
-fn carrier(dtype: Dtype, shape: &[usize]) -> (GgmlType, Vec<u64>) {
+pub(crate) fn carrier(dtype: Dtype, shape: &[usize]) -> GgufDims {
     let mut dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
     let ty = match dtype {
         Dtype::F32 => GgmlType::F32,
@@ -319,7 +352,10 @@ fn carrier(dtype: Dtype, shape: &[usize]) -> (GgmlType, Vec<u64>) {
             GgmlType::I8
         }
     };
-    (ty, ggml_ne(&dims))
+    GgufDims {
+        ty,
+        ne: ggml_ne(&dims),
+    }
 }
 
 /// GGUF dimensions (ggml order, `ne[0]` the row) of a row-major shape; the leading axes
@@ -350,7 +386,7 @@ fn dims_to_shape(ne: &[u64], row_bytes: Option<usize>) -> Result<Vec<usize>> {
 }
 
 /// GGUF dimensions of a U8 tensor holding a block type: its last axis is bytes per row.
-pub(crate) fn block_dims(t: &TensorView<'_>, ty: GgmlType) -> Result<(GgmlType, Vec<u64>)> {
+pub(crate) fn block_dims(t: &TensorView<'_>, ty: GgmlType) -> Result<GgufDims> {
     ensure!(
         t.dtype() == Dtype::U8 && !t.shape().is_empty(),
         "tensor `{}` is listed as {ty} in {KEY_GGML_TYPES} but is {} of shape {:?}, not U8 rows",
@@ -367,7 +403,7 @@ pub(crate) fn block_dims(t: &TensorView<'_>, ty: GgmlType) -> Result<(GgmlType, 
         ty.type_size()
     );
     ne[0] = row_bytes / ty.type_size() as u64 * ty.block_size() as u64;
-    Ok((ty, ne))
+    Ok(GgufDims { ty, ne })
 }
 
 fn parse_ggml_types(json: &str) -> Result<HashMap<String, GgmlType>> {
@@ -557,17 +593,24 @@ fn json_array(json: &Json) -> Result<Array> {
 mod tests {
     use super::*;
 
+    fn dims(ty: GgmlType, ne: &[u64]) -> GgufDims {
+        GgufDims {
+            ty,
+            ne: ne.to_vec(),
+        }
+    }
+
     #[test]
     fn carriers_keep_width_and_rank() {
-        assert_eq!(carrier(Dtype::F16, &[2, 3]), (GgmlType::F16, vec![3, 2]));
-        assert_eq!(carrier(Dtype::U32, &[5]), (GgmlType::I32, vec![5]));
-        assert_eq!(carrier(Dtype::C64, &[4]), (GgmlType::F32, vec![2, 4]));
-        assert_eq!(carrier(Dtype::F4, &[3, 2]), (GgmlType::I8, vec![3]));
+        assert_eq!(carrier(Dtype::F16, &[2, 3]), dims(GgmlType::F16, &[3, 2]));
+        assert_eq!(carrier(Dtype::U32, &[5]), dims(GgmlType::I32, &[5]));
+        assert_eq!(carrier(Dtype::C64, &[4]), dims(GgmlType::F32, &[2, 4]));
+        assert_eq!(carrier(Dtype::F4, &[3, 2]), dims(GgmlType::I8, &[3]));
         assert_eq!(
             carrier(Dtype::U8, &[2, 3, 4, 5, 6]),
-            (GgmlType::I8, vec![6, 5, 4, 6])
+            dims(GgmlType::I8, &[6, 5, 4, 6])
         );
-        assert_eq!(carrier(Dtype::F32, &[]), (GgmlType::F32, vec![]));
+        assert_eq!(carrier(Dtype::F32, &[]), dims(GgmlType::F32, &[]));
     }
 
     #[test]

@@ -12,9 +12,10 @@
 use crate::convert::{
     KEY_GGML_TYPES, ggml_ne, gguf_keys_from_safetensors, safetensors_metadata_of_gguf,
 };
-use crate::model::{Encoding, Model, Tensor, for_each_slab, tasks};
+use crate::error::{Context, Result};
+use crate::model::{Encoding, Model, Tensor};
 use crate::pipeline::plan::FileType;
-use anyhow::{Context, Result};
+use crate::slab::{for_each_slab, tasks};
 use quantforge_formats::gguf::{
     GgufBuilder, KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS_COUNT, Value,
 };

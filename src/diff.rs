@@ -8,8 +8,9 @@
 //! equal infinities, count as the same value. Shapes compare equal when they differ only
 //! by leading axes of 1 (GGUF writers may or may not drop them).
 
-use crate::model::{Encoding, Model, Tensor, for_each_slab, tasks};
-use anyhow::Result;
+use crate::error::Result;
+use crate::model::{Encoding, Model, Tensor};
+use crate::slab::{for_each_slab, tasks};
 use rayon::prelude::*;
 use std::collections::HashMap;
 
@@ -92,6 +93,24 @@ impl Side {
     }
 }
 
+/// A tensor present in one model only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unmatched {
+    /// Its name.
+    pub name: String,
+    /// Its type and shape.
+    pub side: Side,
+}
+
+impl Unmatched {
+    fn of(t: &Tensor<'_>) -> Unmatched {
+        Unmatched {
+            name: t.name().to_owned(),
+            side: Side::of(t),
+        }
+    }
+}
+
 /// What the values of a tensor pair came to.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Values {
@@ -131,9 +150,9 @@ pub struct Report {
     /// Tensors in both, in A's order.
     pub both: Vec<TensorDiff>,
     /// Tensors only in A, in A's order.
-    pub only_in_a: Vec<(String, Side)>,
+    pub only_in_a: Vec<Unmatched>,
     /// Tensors only in B, in B's order.
-    pub only_in_b: Vec<(String, Side)>,
+    pub only_in_b: Vec<Unmatched>,
 }
 
 impl Report {
@@ -167,12 +186,12 @@ pub fn diff(a: &Model, b: &Model) -> Result<Report> {
     for ta in &tensors_a {
         match in_b.get(ta.name()) {
             Some(tb) => report.both.push(compare(ta, tb)?),
-            None => report.only_in_a.push((ta.name().to_owned(), Side::of(ta))),
+            None => report.only_in_a.push(Unmatched::of(ta)),
         }
     }
     let in_a: HashMap<&str, ()> = tensors_a.iter().map(|t| (t.name(), ())).collect();
     for tb in tensors_b.iter().filter(|t| !in_a.contains_key(t.name())) {
-        report.only_in_b.push((tb.name().to_owned(), Side::of(tb)));
+        report.only_in_b.push(Unmatched::of(tb));
     }
     Ok(report)
 }

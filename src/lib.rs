@@ -2,18 +2,18 @@
 //! and read and write the containers that hold them.
 //!
 //! This crate is the facade over [`kernels`] (the codecs) and [`formats`] (GGUF and
-//! safetensors), plus the command-line interface in [`cli`].
+//! safetensors). The `quantforge` command's interface is the binary's own, not part of
+//! this library.
 
 #![warn(missing_docs)]
 
-pub mod cli;
 pub mod convert;
 pub mod dequantize;
-pub mod describe;
 pub mod diff;
-pub mod io;
+pub mod error;
 pub mod model;
 pub mod pipeline;
+pub mod slab;
 
 pub use quantforge_formats as formats;
 pub use quantforge_kernels as kernels;

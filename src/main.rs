@@ -1,5 +1,7 @@
 //! The `quantforge` command.
 
+mod cli;
+
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -18,5 +20,5 @@ fn main() -> ExitCode {
     if let Err(e) = handler {
         eprintln!("quantforge: warning: cannot handle interrupts: {e}");
     }
-    quantforge::cli::main()
+    cli::main()
 }

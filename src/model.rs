@@ -1,6 +1,6 @@
 //! A model in either container (a GGUF file or split set, a safetensors file or model
 //! folder) as one list of tensors, each read as f32 a range of rows at a time: the input
-//! of `quantforge dequantize` and `quantforge diff`.
+//! of `quantforge quantize`, `quantforge dequantize` and `quantforge diff`.
 //!
 //! ggml types decode through [`quantforge_kernels::dequantize`] (the fastest path this CPU
 //! has). safetensors F32, F16, BF16 (and the integer dtypes of the same name) are the ggml
@@ -8,24 +8,23 @@
 //! crate's tables; U8 tensors that [`crate::convert::KEY_GGML_TYPES`] lists are the ggml
 //! block rows they carry (a GGUF converted to safetensors).
 //!
-//! Work is cut in slabs of rows (about [`SLAB_BYTES`]) whose pages are asked for a slab
-//! ahead and released once used, and each slab in tasks of about [`TASK_ELEMENTS`]
-//! that the current rayon pool runs; memory stays near one slab whatever the model size.
+//! A quantization reads either container through [`ModelSource`]: a safetensors model is
+//! seen as the GGUF [`crate::convert`] would make of it (its keys, each tensor's GGUF type
+//! and dimensions), straight from the mapped safetensors files. Work on the tensors is cut
+//! in slabs and tasks by [`crate::slab`].
 
-use crate::convert::{block_dims, ggml_block_types};
-use anyhow::{Context, Result, ensure};
-use quantforge_formats::gguf::{GgufFile, GgufModel};
+use crate::convert::{
+    block_dims, carrier, ggml_block_types, ggml_ne, gguf_metadata_of_safetensors,
+};
+use crate::error::{Context, Result, ensure};
+use quantforge_formats::gguf::{GgufFile, GgufModel, MAX_DIMS, Metadata};
 use quantforge_formats::safetensors::{self as st, Dtype, ModelFolder, SafeTensors};
 use quantforge_kernels::{GgmlType, can_dequantize};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::path::Path;
-
-/// Bytes of source (or output, if wider) handled per slab.
-pub const SLAB_BYTES: usize = 16 << 20;
-/// Elements decoded per parallel task.
-pub const TASK_ELEMENTS: usize = 64 << 10;
 
 /// An open model: a GGUF file (or split set) or a safetensors file (or model folder).
 pub enum Model {
@@ -48,9 +47,13 @@ impl Model {
 
     /// Opens a safetensors file, index or model folder.
     pub fn open_safetensors(path: &Path) -> Result<Model> {
-        let folder = ModelFolder::open(path)?;
-        let block_types = ggml_block_types(folder.metadata().unwrap_or(&[]))
-            .with_context(|| format!("{}", path.display()))?;
+        Model::from_folder(ModelFolder::open(path)?).with_context(|| format!("{}", path.display()))
+    }
+
+    /// A safetensors file or folder already open, with the block types its
+    /// `__metadata__` lists.
+    pub fn from_folder(folder: ModelFolder) -> Result<Model> {
+        let block_types = ggml_block_types(folder.metadata().unwrap_or(&[]))?;
         Ok(Model::Safetensors {
             folder: Box::new(folder),
             block_types,
@@ -61,43 +64,110 @@ impl Model {
     /// shard, each in file order).
     pub fn tensors(&self) -> Result<Vec<Tensor<'_>>> {
         match self {
-            Model::Gguf(model) => Ok(model
-                .tensors()
-                .map(|v| Tensor {
-                    name: v.name(),
-                    encoding: Encoding::Ggml(v.ty()),
-                    shape: v.shape(),
-                    data: v.data(),
-                    pages: Pages::Gguf(&model.parts()[v.part()], v.offset()),
-                })
-                .collect()),
+            Model::Gguf(model) => Ok(gguf_tensors(model)),
             Model::Safetensors {
                 folder,
                 block_types,
-            } => folder
-                .shards()
-                .flat_map(|(_, file)| file.tensors().map(move |v| (file, v)))
-                .map(|(file, v)| {
-                    let (encoding, shape) = match block_types.get(v.name()) {
-                        Some(&ty) => {
-                            let (ty, ne) = block_dims(&v, ty)?;
-                            (Encoding::Ggml(ty), ne.into_iter().rev().collect())
-                        }
-                        None => (
-                            Encoding::of_dtype(v.dtype()),
-                            v.shape().iter().map(|&d| d as u64).collect(),
-                        ),
-                    };
-                    Ok(Tensor {
-                        name: v.name(),
-                        encoding,
-                        shape,
-                        data: v.data(),
-                        pages: Pages::Safetensors(file),
+            } => {
+                let mut offset = 0;
+                folder
+                    .shards()
+                    .flat_map(|(_, file)| file.tensors().map(move |v| (file, v)))
+                    .map(|(file, v)| {
+                        let (encoding, shape) = match block_types.get(v.name()) {
+                            Some(&ty) => {
+                                let dims = block_dims(&v, ty)?;
+                                (Encoding::Ggml(dims.ty), dims.ne.into_iter().rev().collect())
+                            }
+                            None => (
+                                Encoding::of_dtype(v.dtype()),
+                                v.shape().iter().map(|&d| d as u64).collect(),
+                            ),
+                        };
+                        let at = offset;
+                        offset += v.data().len() as u64;
+                        Ok(Tensor {
+                            name: v.name(),
+                            encoding,
+                            shape,
+                            data: v.data(),
+                            pages: Pages::Safetensors(file),
+                            part: 0,
+                            offset: at,
+                        })
                     })
-                })
-                .collect(),
+                    .collect()
+            }
         }
+    }
+}
+
+/// The tensors of a GGUF model, in model order.
+fn gguf_tensors(model: &GgufModel) -> Vec<Tensor<'_>> {
+    model
+        .tensors()
+        .map(|v| Tensor {
+            name: v.name(),
+            encoding: Encoding::Ggml(v.ty()),
+            shape: v.shape(),
+            data: v.data(),
+            pages: Pages::Gguf(&model.parts()[v.part()], v.offset()),
+            part: v.part(),
+            offset: v.offset(),
+        })
+        .collect()
+}
+
+/// A model as a quantization reads it: GGUF metadata and tensors of GGUF types, whatever
+/// the container. A safetensors model is read as the GGUF [`crate::convert`] makes of it
+/// (the same keys, types, dimensions and bytes), without that GGUF being written.
+pub trait ModelSource {
+    /// The model's GGUF keys (for safetensors, those its conversion to GGUF would have).
+    fn gguf_metadata(&self) -> Result<Cow<'_, Metadata>>;
+    /// Every tensor, in the order of the model's GGUF.
+    fn tensors(&self) -> Result<Vec<Tensor<'_>>>;
+}
+
+impl ModelSource for GgufModel {
+    fn gguf_metadata(&self) -> Result<Cow<'_, Metadata>> {
+        Ok(Cow::Borrowed(self.metadata()))
+    }
+
+    fn tensors(&self) -> Result<Vec<Tensor<'_>>> {
+        Ok(gguf_tensors(self))
+    }
+}
+
+impl ModelSource for Model {
+    fn gguf_metadata(&self) -> Result<Cow<'_, Metadata>> {
+        match self {
+            Model::Gguf(model) => Ok(Cow::Borrowed(model.metadata())),
+            Model::Safetensors { folder, .. } => {
+                Ok(Cow::Owned(gguf_metadata_of_safetensors(folder)?))
+            }
+        }
+    }
+
+    fn tensors(&self) -> Result<Vec<Tensor<'_>>> {
+        Model::tensors(self)
+    }
+}
+
+/// A tensor's type and dimensions as a GGUF holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GgufDims {
+    /// The ggml type.
+    pub ty: GgmlType,
+    /// The dimensions, ggml order (`ne[0]` the row length), at most [`MAX_DIMS`].
+    pub ne: Vec<u64>,
+}
+
+impl GgufDims {
+    /// All [`MAX_DIMS`] dimensions, unused ones 1.
+    pub fn ne4(&self) -> [u64; MAX_DIMS] {
+        let mut ne4 = [1; MAX_DIMS];
+        ne4[..self.ne.len()].copy_from_slice(&self.ne);
+        ne4
     }
 }
 
@@ -164,6 +234,8 @@ pub struct Tensor<'a> {
     shape: Vec<u64>,
     data: &'a [u8],
     pages: Pages<'a>,
+    part: usize,
+    offset: u64,
 }
 
 /// The file holding a tensor's data, for page prefetch and release.
@@ -250,7 +322,43 @@ impl<'a> Tensor<'a> {
 
     /// Rows per parallel task.
     pub fn task_rows(&self) -> usize {
-        (TASK_ELEMENTS / self.row_len().max(1)).max(1)
+        crate::slab::task_rows(self.row_len())
+    }
+
+    /// The GGUF type and dimensions (ggml order, unused ones 1) of the tensor as it is, or
+    /// as [`crate::convert`] carries it in a GGUF (safetensors dtypes GGUF lacks).
+    pub fn gguf_dims(&self) -> GgufDims {
+        match self.encoding {
+            Encoding::Ggml(ty) => GgufDims {
+                ty,
+                ne: ggml_ne(&self.shape),
+            },
+            Encoding::Safetensors(dtype) => {
+                let shape: Vec<usize> = self.shape.iter().map(|&d| d as usize).collect();
+                carrier(dtype, &shape)
+            }
+        }
+    }
+
+    /// Which file of a split set holds the data (0 for a single file).
+    pub fn part(&self) -> usize {
+        self.part
+    }
+
+    /// The data's offset in its file, as a GGUF of the model would have it in order.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Asks the file to read bytes `bytes` of the data ahead of use.
+    pub fn prefetch(&self, bytes: Range<usize>) -> Result<()> {
+        self.hint(Hint::Prefetch, bytes)
+    }
+
+    /// Lets bytes `bytes` of the data leave the resident set (read again from the file if
+    /// used again).
+    pub fn release(&self, bytes: Range<usize>) -> Result<()> {
+        self.hint(Hint::Release, bytes)
     }
 
     /// Passes `hint` on for bytes `bytes` of the data to the file that holds them.
@@ -278,58 +386,4 @@ enum Hint {
     Prefetch,
     /// Done with: let them leave the resident set.
     Release,
-}
-
-/// Calls `f` with consecutive ranges of rows covering tensors with the same row count:
-/// each a whole number of tasks and about [`SLAB_BYTES`] of the widest of the tensors'
-/// rows and `out_row_bytes`. Each slab's pages are asked for before the previous slab is
-/// handed over and released after it.
-pub fn for_each_slab(
-    tensors: &[&Tensor<'_>],
-    out_row_bytes: usize,
-    mut f: impl FnMut(Range<usize>) -> Result<()>,
-) -> Result<()> {
-    let Some(first) = tensors.first() else {
-        return Ok(());
-    };
-    let n_rows = first.n_rows();
-    let row_bytes = tensors
-        .iter()
-        .map(|t| t.row_bytes())
-        .collect::<Result<Vec<_>>>()?;
-    let widest = row_bytes.iter().copied().fold(out_row_bytes, usize::max);
-    let task_rows = first.task_rows();
-    let slab_rows = (SLAB_BYTES / widest.max(1))
-        .max(1)
-        .next_multiple_of(task_rows);
-    let bytes = |t: usize, rows: &Range<usize>| rows.start * row_bytes[t]..rows.end * row_bytes[t];
-    let slabs: Vec<Range<usize>> = (0..n_rows)
-        .step_by(slab_rows)
-        .map(|start| start..(start + slab_rows).min(n_rows))
-        .collect();
-    if let Some(slab) = slabs.first() {
-        for (t, tensor) in tensors.iter().enumerate() {
-            tensor.hint(Hint::Prefetch, bytes(t, slab))?;
-        }
-    }
-    for (i, slab) in slabs.iter().enumerate() {
-        if let Some(next) = slabs.get(i + 1) {
-            for (t, tensor) in tensors.iter().enumerate() {
-                tensor.hint(Hint::Prefetch, bytes(t, next))?;
-            }
-        }
-        f(slab.clone())?;
-        for (t, tensor) in tensors.iter().enumerate() {
-            tensor.hint(Hint::Release, bytes(t, slab))?;
-        }
-    }
-    Ok(())
-}
-
-/// `rows` cut into ranges of `task_rows`.
-pub fn tasks(rows: Range<usize>, task_rows: usize) -> Vec<Range<usize>> {
-    rows.clone()
-        .step_by(task_rows.max(1))
-        .map(|start| start..(start + task_rows).min(rows.end))
-        .collect()
 }

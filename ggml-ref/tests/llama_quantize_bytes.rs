@@ -37,7 +37,12 @@ fn llama_quantize(input: &Path, out: &Path, options: &Options) -> Result<(), Str
 fn quantforge_quantize(input: &Path, out: &Path, options: &Options) -> Result<(), String> {
     let model = GgufModel::open(input).map_err(|e| e.to_string())?;
     let params = ModelParams::from_gguf(model.metadata()).map_err(|e| e.to_string())?;
-    let plan = plan(&params, &tensor_specs(&model), options).map_err(|e| e.to_string())?;
+    let plan = plan(
+        &params,
+        &tensor_specs(&model).map_err(|e| e.to_string())?,
+        options,
+    )
+    .map_err(|e| e.to_string())?;
     plan.check_runnable().map_err(|e| e.to_string())?;
     let run_options = RunOptions {
         threads: threads(),
@@ -170,7 +175,7 @@ fn keep_split_outputs_are_llama_cpp_files() {
 
         let model = GgufModel::open(&parts[0]).unwrap();
         let params = ModelParams::from_gguf(model.metadata()).unwrap();
-        let plan = plan(&params, &tensor_specs(&model), &options).unwrap();
+        let plan = plan(&params, &tensor_specs(&model).unwrap(), &options).unwrap();
         let run_options = RunOptions {
             threads: threads(),
             layout: OutputLayout::KeepSplit,

@@ -161,7 +161,12 @@ fn quantforge_quantize(
     let params = ModelParams::from_gguf(model.metadata()).map_err(|e| e.to_string())?;
     let mut options = Options::new(preset);
     options.has_imatrix = m.is_some();
-    let plan = plan(&params, &tensor_specs(&model), &options).map_err(|e| e.to_string())?;
+    let plan = plan(
+        &params,
+        &tensor_specs(&model).map_err(|e| e.to_string())?,
+        &options,
+    )
+    .map_err(|e| e.to_string())?;
     plan.check_runnable().map_err(|e| e.to_string())?;
     let mut kv_overrides = user_overrides();
     if let Some(m) = m {

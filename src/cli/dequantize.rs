@@ -1,12 +1,12 @@
 //! `quantforge dequantize IN OUT [--type f32|f16|bf16] [--threads N]`: writes every
 //! tensor of a GGUF or safetensors model widened to a float type, as GGUF or safetensors
-//! by OUT's extension ([`crate::dequantize`]).
+//! by OUT's extension ([`quantforge::dequantize`]).
 
 use super::file_kind;
 use super::safetensors::is_safetensors_path;
-use crate::dequantize::{FloatType, dequantize_to_gguf, dequantize_to_safetensors};
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use quantforge::dequantize::{FloatType, dequantize_to_gguf, dequantize_to_safetensors};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -66,7 +66,7 @@ pub fn run(args: DequantizeArgs) -> Result<()> {
         args.output.display(),
         written.tensors,
         args.ty.ggml(),
-        crate::io::file_size(&args.output)?
+        super::io::file_size(&args.output)?
     );
     Ok(())
 }

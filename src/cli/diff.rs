@@ -1,11 +1,11 @@
 //! `quantforge diff A B [--json]`: compares two models tensor by tensor
-//! ([`crate::diff`]) and prints a table with a totals line, or one JSON document. It is a
+//! ([`quantforge::diff`]) and prints a table with a totals line, or one JSON document. It is a
 //! report: the exit code is 0 whether or not the models differ.
 
 use super::file_kind;
-use crate::diff::{ErrorStats, Report, Side, TensorDiff, Values, diff};
 use anyhow::Result;
 use clap::Args;
+use quantforge::diff::{ErrorStats, Report, TensorDiff, Unmatched, Values, diff};
 use serde_json::{Value as Json, json};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -79,7 +79,7 @@ fn report_text(report: &Report) -> String {
         s.push('\n');
     }
     for (label, list) in [("A", &report.only_in_a), ("B", &report.only_in_b)] {
-        for (name, side) in list {
+        for Unmatched { name, side } in list {
             let _ = writeln!(
                 s,
                 "only in {label}: {name} ({} {:?})",
@@ -158,9 +158,9 @@ fn dash() -> String {
 
 fn report_json(report: &Report, args: &DiffArgs) -> Json {
     let tensors: Vec<Json> = report.both.iter().map(tensor_json).collect();
-    let side_list = |list: &[(String, Side)]| -> Vec<Json> {
+    let side_list = |list: &[Unmatched]| -> Vec<Json> {
         list.iter()
-            .map(|(name, side)| {
+            .map(|Unmatched { name, side }| {
                 json!({"name": name, "type": side.encoding.to_string(), "shape": side.shape})
             })
             .collect()

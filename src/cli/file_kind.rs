@@ -50,9 +50,9 @@ pub fn detect(path: &Path) -> Result<FileKind> {
 }
 
 /// Opens the model at `path`, whichever container it is.
-pub fn open_model(path: &Path) -> Result<crate::model::Model> {
+pub fn open_model(path: &Path) -> Result<quantforge::model::Model> {
     match detect(path)? {
-        FileKind::Gguf => crate::model::Model::open_gguf(path),
-        FileKind::Safetensors => crate::model::Model::open_safetensors(path),
+        FileKind::Gguf => Ok(quantforge::model::Model::open_gguf(path)?),
+        FileKind::Safetensors => Ok(quantforge::model::Model::open_safetensors(path)?),
     }
 }

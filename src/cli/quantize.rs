@@ -1,18 +1,20 @@
 //! `quantforge quantize IN OUT --type T [--threads N]`, or llama-quantize's positional form
 //! `quantforge quantize [options] IN [OUT] TYPE [NTHREADS]`: requantizes a GGUF model with
-//! the per-tensor decisions of llama.cpp's quantizer ([`crate::pipeline::plan`]) and
-//! writes the result through [`crate::pipeline::run`]. What it prints while and after it
+//! the per-tensor decisions of llama.cpp's quantizer ([`quantforge::pipeline::plan`]) and
+//! writes the result through [`quantforge::pipeline::run`]. What it prints while and after it
 //! runs (progress bar or lines, summary table) is in `report`.
 
 mod report;
 
 use super::file_kind::{self, FileKind};
-use crate::pipeline::imatrix::{Imatrix, ImatrixFormat, WeightFilter};
-use crate::pipeline::plan::{Options, Preset, TensorTypeRule, plan};
-use crate::pipeline::run::{self, OutputLayout, RunOptions};
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use quantforge_formats::gguf::{GgufModel, SplitLimits, Value};
+use quantforge::model::{Model, ModelSource};
+use quantforge::pipeline::imatrix::{Imatrix, ImatrixFormat, WeightFilter};
+use quantforge::pipeline::plan::{Options, Preset, TensorTypeRule, plan};
+use quantforge::pipeline::run::{self, OutputLayout, RunOptions};
+use quantforge_formats::gguf::{SplitLimits, Value};
+use quantforge_formats::safetensors::ModelFolder;
 use quantforge_kernels::GgmlType;
 use report::{ProgressMode, Reporter, print_plan};
 use std::path::{Path, PathBuf};
@@ -194,30 +196,20 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     }
     options.has_imatrix = imatrix.is_some();
 
-    // A safetensors input is first turned into a GGUF holding the same tensor bytes (in
-    // a temporary directory beside OUT, removed whatever happens); a GGUF that went
-    // through safetensors gets its exact metadata back.
-    let _staging;
-    let gguf_input = if file_kind::detect(&args.input)? == FileKind::Safetensors {
-        let dir = tempfile::Builder::new()
-            .prefix(".quantforge-")
-            .tempdir_in(quantforge_formats::output::parent_dir(args.output()))
-            .with_context(|| {
-                format!(
-                    "cannot create a temporary directory beside {}",
-                    args.output().display()
-                )
-            })?;
-        let path = dir.path().join("input.gguf");
-        crate::convert::safetensors_to_gguf(&args.input, &path)
-            .with_context(|| format!("reading {}", args.input.display()))?;
-        _staging = dir;
-        path
-    } else {
-        args.input.clone()
+    // A safetensors input is read as the GGUF it holds (a GGUF that went through
+    // safetensors gets its exact metadata back), straight from its files; its keys and
+    // tensor list are checked in the order a conversion to GGUF checks them.
+    let reading = || format!("reading {}", args.input.display());
+    let model = match file_kind::detect(&args.input)? {
+        FileKind::Safetensors => ModelFolder::open(&args.input)
+            .map_err(quantforge::error::Error::from)
+            .and_then(Model::from_folder)
+            .with_context(reading)?,
+        FileKind::Gguf => Model::open_gguf(&args.input)?,
     };
-    let model = GgufModel::open(&gguf_input)?;
-    if model.metadata().get("general.architecture").is_none() {
+    let metadata = model.gguf_metadata().with_context(reading)?;
+    let specs = run::tensor_specs(&model).with_context(reading)?;
+    if metadata.get("general.architecture").is_none() {
         bail!(
             "{}: no general.architecture: llama.cpp's quantizer needs a model converted to \
              GGUF with its architecture metadata (convert_hf_to_gguf.py, or a safetensors \
@@ -225,9 +217,8 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
             args.input.display()
         );
     }
-    let model_params = crate::pipeline::plan::ModelParams::from_gguf(model.metadata())
+    let model_params = quantforge::pipeline::plan::ModelParams::from_gguf(&metadata)
         .with_context(|| format!("{}", args.input.display()))?;
-    let specs = run::tensor_specs(&model);
     let plan = plan(&model_params, &specs, &options)?;
 
     if args.dry_run {

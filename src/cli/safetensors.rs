@@ -1,10 +1,11 @@
 //! The safetensors side of `inspect` and `convert`: describing a safetensors file or
-//! model folder ([`crate::describe`]), and converting between containers
-//! ([`crate::convert`]).
+//! model folder ([`super::describe`]), and converting between containers
+//! ([`quantforge::convert`]).
 
+use super::describe;
 use super::file_kind::FileKind;
-use crate::{convert, describe};
 use anyhow::{Context, Result};
+use quantforge::convert;
 use quantforge_formats::safetensors::{ModelFolder, Order, write_file};
 use std::path::Path;
 

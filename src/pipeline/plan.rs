@@ -23,13 +23,21 @@
 //! assert_eq!(p.tensors[1].target, GgmlType::Q6_K); // attn_v of the first layer: more bits
 //! ```
 
+mod error;
 mod ftype;
+mod mix;
 mod model;
+mod order;
 mod rules;
 
+pub use error::PlanError;
 pub use ftype::{FILE_TYPE_GUESSED, FileType, Preset};
 pub use model::ModelParams;
 pub use rules::Category;
+
+#[cfg(test)]
+use order::layer_of;
+use order::{guess_file_type, load_order};
 
 use quantforge_kernels::GgmlType;
 use regex::Regex;
@@ -38,91 +46,6 @@ use std::fmt;
 
 /// `GGML_QNT_VERSION`, written to `general.quantization_version` by every quantization.
 pub const QUANTIZATION_VERSION: u32 = 2;
-
-/// Why a plan cannot be made or carried out.
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    /// The file type has no default tensor type; llama.cpp refuses it as a target.
-    #[error("invalid output file type {0}: llama.cpp cannot quantize to it")]
-    InvalidFileType(FileType),
-    /// A model hyperparameter is missing or out of range.
-    #[error("model metadata: {0}")]
-    Metadata(String),
-    /// Two tensors share a name.
-    #[error("tensor {0} appears twice")]
-    DuplicateTensor(String),
-    /// A `--tensor-type` pattern is not a valid regular expression.
-    #[error("invalid --tensor-type pattern {pattern:?}: {cause}")]
-    BadPattern {
-        /// The pattern as given.
-        pattern: String,
-        /// What the regex parser said.
-        cause: Box<regex::Error>,
-    },
-    /// A `--tensor-type` argument is not `PATTERN=TYPE`.
-    #[error("malformed --tensor-type {0:?}: expected PATTERN=TYPE")]
-    MalformedTensorType(String),
-    /// A type name that is not a ggml type.
-    #[error("unknown ggml type {0:?}")]
-    UnknownType(String),
-    /// A row does not fit the target's blocks and llama.cpp has no smaller type for it.
-    #[error(
-        "tensor {tensor}: rows of {ncols} are not whole blocks of {ty} and no fallback type is defined for {ty}"
-    )]
-    NoFallback {
-        /// The tensor's name.
-        tensor: String,
-        /// The type it was meant to get.
-        ty: GgmlType,
-        /// Its row length.
-        ncols: u64,
-    },
-    /// A type chosen explicitly (`--token-embedding-type`, `--output-tensor-type`,
-    /// `--tensor-type`) does not fit the tensor's rows; llama.cpp would abort.
-    #[error("tensor {tensor}: rows of {ncols} are not whole blocks of {ty} (block of {block})")]
-    RowNotWholeBlocks {
-        /// The tensor's name.
-        tensor: String,
-        /// The type it was given.
-        ty: GgmlType,
-        /// Its row length.
-        ncols: u64,
-        /// The block size of `ty`.
-        block: usize,
-    },
-    /// An expert tensor of a MoE model whose name carries no `blk.N.`.
-    #[error("failed to determine the layer of tensor {tensor}")]
-    NoLayer {
-        /// The tensor's name.
-        tensor: String,
-    },
-    /// An expert tensor whose `blk.N.` is outside the model's layers.
-    #[error("bad layer {layer} for tensor {tensor}: must be in [0, {n_layer})")]
-    BadLayer {
-        /// The tensor's name.
-        tensor: String,
-        /// The layer its name gives.
-        layer: i64,
-        /// The model's `block_count`.
-        n_layer: u32,
-    },
-    /// The plan needs an importance matrix that was not given.
-    #[error("this quantization requires an importance matrix: tensor {tensor} would be {ty}")]
-    ImatrixRequired {
-        /// The first tensor that needs it.
-        tensor: String,
-        /// Its target type.
-        ty: GgmlType,
-    },
-    /// A quantized tensor would be requantized without `--allow-requantize`.
-    #[error("requantizing from type {from} is disabled (tensor {tensor}); pass --allow-requantize")]
-    RequantizeDisabled {
-        /// The first such tensor.
-        tensor: String,
-        /// Its source type.
-        from: GgmlType,
-    },
-}
 
 /// One tensor of the source model.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -372,84 +295,6 @@ impl Plan {
     }
 }
 
-/// The layer in a tensor name as llama.cpp reads it with `sscanf(name, "blk.%d.", ..)`:
-/// after the literal `blk.`, optional whitespace, a sign and digits; the rest is ignored.
-fn layer_of(name: &str) -> Option<i64> {
-    let rest = name.strip_prefix("blk.")?;
-    let rest = rest.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
-    let (negative, rest) = match rest.as_bytes().first() {
-        Some(b'-') => (true, &rest[1..]),
-        Some(b'+') => (false, &rest[1..]),
-        _ => (false, rest),
-    };
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 {
-        return None;
-    }
-    // glibc converts with strtol (saturating at the i64 range) and stores into an int.
-    let magnitude = rest[..digits].parse::<i64>().unwrap_or(i64::MAX);
-    let value = if negative {
-        magnitude.checked_neg().unwrap_or(i64::MIN)
-    } else {
-        magnitude
-    };
-    Some(i64::from(value as i32))
-}
-
-/// The key llama.cpp's loader sorts tensors by (`weight_name_comparer`).
-fn load_order(a: &TensorSpec, b: &TensorSpec) -> std::cmp::Ordering {
-    let la = layer_of(&a.name).unwrap_or(-1);
-    let lb = layer_of(&b.name).unwrap_or(-1);
-    la.cmp(&lb)
-        .then_with(|| a.name.as_bytes().cmp(b.name.as_bytes()))
-}
-
-/// The file type llama.cpp's loader guesses when a file has no `general.file_type`: that
-/// of the most common tensor type (the first to reach the top count, in load order).
-fn guess_file_type(ordered: &[&TensorSpec]) -> u32 {
-    let mut counts = std::collections::HashMap::new();
-    let (mut best, mut best_count) = (GgmlType::F32, 0u32);
-    for t in ordered {
-        let n = counts.entry(t.ty).or_insert(0u32);
-        *n += 1;
-        if *n > best_count {
-            (best, best_count) = (t.ty, *n);
-        }
-    }
-    use FileType as F;
-    use GgmlType as T;
-    let ftype = match best {
-        T::F16 => F::F16,
-        T::BF16 => F::BF16,
-        T::Q4_0 => F::Q4_0,
-        T::Q4_1 => F::Q4_1,
-        T::Q5_0 => F::Q5_0,
-        T::Q5_1 => F::Q5_1,
-        T::Q8_0 => F::Q8_0,
-        T::Q2_K => F::Q2_K,
-        T::Q3_K => F::Q3_K_M,
-        T::Q4_K => F::Q4_K_M,
-        T::Q5_K => F::Q5_K_M,
-        T::Q6_K => F::Q6_K,
-        T::TQ1_0 => F::TQ1_0,
-        T::TQ2_0 => F::TQ2_0,
-        T::IQ2_XXS => F::IQ2_XXS,
-        T::IQ2_XS => F::IQ2_XS,
-        T::IQ2_S => F::IQ2_S,
-        T::IQ3_XXS => F::IQ3_XXS,
-        T::IQ1_S => F::IQ1_S,
-        T::IQ1_M => F::IQ1_M,
-        T::IQ4_NL => F::IQ4_NL,
-        T::IQ4_XS => F::IQ4_XS,
-        T::IQ3_S => F::IQ3_S,
-        T::NVFP4 => F::NVFP4,
-        T::Q1_0 => F::Q1_0,
-        T::Q2_0 => F::Q2_0,
-        _ => F::F32,
-    };
-    ftype.code() | FILE_TYPE_GUESSED
-}
-
 /// Decides every tensor's target type as `llama_model_quantize` would for this model,
 /// tensor list and options. Errors where llama.cpp would refuse the whole run (an invalid
 /// target file type, a shape no fallback fits, an expert tensor without a layer); what
@@ -484,15 +329,15 @@ pub fn plan(
         options.ftype.code()
     };
 
-    let mut counters = rules::Counters {
+    let mut counters = mix::Counters {
         n_attention_wv: tensors
             .iter()
             .filter(|t| Category::of(&t.name).is_attn_v())
             .count() as i64,
         tied_embeddings: !tensors.iter().any(|t| t.name == "output.weight"),
-        ..rules::Counters::default()
+        ..mix::Counters::default()
     };
-    let cx = rules::MixContext {
+    let cx = mix::MixContext {
         model,
         ftype: options.ftype,
         output_tensor_type: options.output_tensor_type,
@@ -526,8 +371,11 @@ pub fn plan(
             entry.reason = Reason::Kept(why);
         } else {
             entry.quantizable = true;
-            let (target, reason, fallback) =
-                tensor_type(&cx, &mut counters, t, options, default_type)?;
+            let TypeChoice {
+                target,
+                reason,
+                fallback,
+            } = tensor_type(&cx, &mut counters, t, options, default_type)?;
             if fallback.is_some() {
                 n_fallback += 1;
             }
@@ -560,12 +408,17 @@ pub fn plan(
 /// The type of one quantizable tensor (`llama_tensor_get_type`): the explicit options
 /// first, then a `--tensor-type` rule or the mix, then the shape fallback.
 fn tensor_type(
-    cx: &rules::MixContext<'_>,
-    counters: &mut rules::Counters,
+    cx: &mix::MixContext<'_>,
+    counters: &mut mix::Counters,
     t: &TensorSpec,
     options: &Options,
     default_type: GgmlType,
-) -> Result<(GgmlType, Reason, Option<Fallback>), PlanError> {
+) -> Result<TypeChoice, PlanError> {
+    let choice = |target, reason| TypeChoice {
+        target,
+        reason,
+        fallback: None,
+    };
     let category = Category::of(&t.name);
     let rule_for = |name: &str| options.tensor_types.iter().find(|r| r.matches(name));
     if let Some(ty) = options.token_embedding_type
@@ -574,23 +427,23 @@ fn tensor_type(
         // per_layer_token_embd follows --token-embedding-type unless a --tensor-type
         // rule names it.
         if t.name != "per_layer_token_embd.weight" || rule_for(&t.name).is_none() {
-            return Ok((ty, Reason::TokenEmbeddingType, None));
+            return Ok(choice(ty, Reason::TokenEmbeddingType));
         }
     }
     if let Some(ty) = options.output_tensor_type
         && category == Category::Output
     {
-        return Ok((ty, Reason::OutputTensorType, None));
+        return Ok(choice(ty, Reason::OutputTensorType));
     }
     if !default_type.is_quantized() {
-        return Ok((default_type, Reason::Default, None));
+        return Ok(choice(default_type, Reason::Default));
     }
     let (wanted, reason) = if let Some(rule) = rule_for(&t.name) {
         (rule.ty, Reason::TensorType(rule.pattern.clone()))
     } else if options.pure {
         (default_type, Reason::Pure)
     } else {
-        let ty = rules::mix_type(cx, counters, &t.name, &t.ne, category, default_type)?;
+        let ty = mix::mix_type(cx, counters, &t.name, &t.ne, category, default_type)?;
         let reason = if ty == default_type {
             Reason::Default
         } else {
@@ -600,16 +453,23 @@ fn tensor_type(
     };
     let fallback = rules::fallback(&t.name, t.ne[0], wanted)?;
     Ok(match fallback {
-        Some(ty) => (
-            ty,
+        Some(ty) => TypeChoice {
+            target: ty,
             reason,
-            Some(Fallback {
+            fallback: Some(Fallback {
                 wanted,
                 ncols: t.ne[0],
             }),
-        ),
-        None => (wanted, reason, None),
+        },
+        None => choice(wanted, reason),
     })
+}
+
+/// The type [`tensor_type`] chose for a tensor, why, and the fallback that changed it.
+struct TypeChoice {
+    target: GgmlType,
+    reason: Reason,
+    fallback: Option<Fallback>,
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! `quantforge codec quantize|dequantize`: one codec over raw little-endian files.
 
-use crate::io::{f32_bytes, read_f32_file, write_atomic};
+use super::io::{f32_bytes, read_f32_file, write_atomic};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use quantforge_kernels::{Codec, GgmlType, Isa};

@@ -3,10 +3,10 @@
 //! output when it is not (a log, a pipe), neither with `--quiet`; and a summary table at
 //! the end.
 
-use crate::pipeline::imatrix::ImatrixUse;
-use crate::pipeline::plan::Plan;
-use crate::pipeline::run::{Progress, Summary};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use quantforge::pipeline::imatrix::ImatrixUse;
+use quantforge::pipeline::plan::Plan;
+use quantforge::pipeline::run::{Progress, Summary};
 use quantforge_kernels::GgmlType;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -303,7 +303,7 @@ fn progress_line(p: &Progress<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::plan::{Fallback, Reason, TensorPlan};
+    use quantforge::pipeline::plan::{Fallback, Reason, TensorPlan};
 
     fn tensor(name: &str, source: GgmlType, target: GgmlType) -> TensorPlan {
         TensorPlan {
@@ -418,7 +418,7 @@ imatrix: 2 of 3 converted tensors weighted; none for blk.0.attn_k.weight
 
     #[test]
     fn the_bar_counts_source_bytes_and_names_the_next_tensor() {
-        use crate::pipeline::plan::{ModelParams, Options, Preset, TensorSpec, plan};
+        use quantforge::pipeline::plan::{ModelParams, Options, Preset, TensorSpec, plan};
         let model = ModelParams::new("llama", 1, 8, 8);
         let specs = [
             TensorSpec::new("blk.0.attn_v.weight", [256, 4, 1, 1], GgmlType::F16),

@@ -1,0 +1,299 @@
+//! Carrying out a [`Plan`] on a model (a GGUF, or a safetensors model read as the GGUF it
+//! holds, through [`ModelSource`]): the output header as llama.cpp's quantizer
+//! builds it (`llama_model_quantize_impl`), then every tensor copied or converted and
+//! written in place into a file that takes OUT's name only when complete.
+//!
+//! Every output file is created first with its whole size reserved (a disk without room
+//! fails before any work) and each tensor's place in it known from the header. The
+//! tensors are cut into pieces (rows of a converted tensor, bytes of a copied one, at most
+//! a slab each: see [`crate::slab`]) and the pieces grouped into batches of about a slab,
+//! which cross tensor boundaries, so that small tensors share one parallel pass. A
+//! batch's rows are widened to f32 and quantized on all threads of a rayon pool, in tasks
+//! of whole rows, straight into an output slab laid out as the file is (tensor padding
+//! included); each row is quantized by itself, so the bytes are the same whatever the
+//! thread count. A thread of its own writes each filled slab at its offset (whole blocks
+//! by direct I/O, from the slab itself: see [`quantforge_formats::output::PlacedFile`])
+//! while the workers fill the next one.
+//!
+//! Since any part of a file can be written at any time, batches are converted in an
+//! order that mixes the cheap ones with much output (an embedding converted to q8_0) with
+//! the costly ones with little (k-quants): the output keeps pace with the work, and a disk
+//! slower than the cheap conversions drains them while the costly ones run, instead of
+//! stalling every thread. Memory stays around four output slabs and a few hundred KiB per
+//! thread: the source is mapped, the next batch's pages are asked for ahead of use, and
+//! each batch's pages are released once it is converted.
+//!
+//! With an importance matrix, each converted tensor is weighted by its entry (see
+//! [`super::imatrix`]); every entry is looked up and checked before the output is created,
+//! so a missing or misfit entry leaves no file behind.
+//!
+//! The stages, one file each: `header` (the output files' headers and metadata),
+//! `schedule` (pieces, batches and the order they are converted in), `convert` (a batch
+//! widened and quantized into its slab, experts apart), `write` (the writing thread and
+//! the slabs it returns) and `progress` (the summary and the reports).
+
+mod convert;
+mod header;
+mod progress;
+mod schedule;
+mod write;
+
+pub use header::{OutputPart, output_header, output_metadata, output_parts};
+pub use progress::Progress;
+
+use super::imatrix::{Imatrix, ImatrixError, ImatrixUse};
+use super::plan::{Plan, TensorSpec};
+use crate::model::{ModelSource, Tensor};
+use convert::check_convertible;
+use progress::Tracker;
+use quantforge_formats::gguf::{GgufError, SplitLimits, Value};
+use quantforge_kernels::GgmlType;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use write::{Job, Outputs};
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Reading the input or writing the output.
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    /// The plan names a tensor the model does not have (a plan made for another model).
+    #[error("the plan does not fit this model: {0}")]
+    PlanMismatch(String),
+    /// A source type quantforge cannot widen to f32.
+    #[error("tensor {tensor}: cannot convert from type {ty}")]
+    CannotDecode {
+        /// The tensor.
+        tensor: String,
+        /// Its source type.
+        ty: GgmlType,
+    },
+    /// A target type quantforge cannot quantize to.
+    #[error("tensor {tensor}: quantizing to {ty} is not supported")]
+    CannotEncode {
+        /// The tensor.
+        tensor: String,
+        /// Its target type.
+        ty: GgmlType,
+    },
+    /// A NaN or infinity in a tensor that is converted.
+    #[error(
+        "tensor {tensor}: non-finite value {value} at element {index} (row {row}, column {column})"
+    )]
+    NonFinite {
+        /// The tensor.
+        tensor: String,
+        /// The value.
+        value: f32,
+        /// Its element index in the tensor.
+        index: u64,
+        /// Its row.
+        row: u64,
+        /// Its column.
+        column: u64,
+    },
+    /// Any other codec error while converting a tensor.
+    #[error("tensor {tensor}: {cause}")]
+    Codec {
+        /// The tensor.
+        tensor: String,
+        /// What the codec said.
+        cause: quantforge_kernels::Error,
+    },
+    /// The importance matrix cannot be used for this plan.
+    #[error(transparent)]
+    Imatrix(#[from] ImatrixError),
+    /// Creating, writing or committing an output file.
+    #[error("{what} {}: {cause}", path.display())]
+    Output {
+        /// What failed ("cannot write").
+        what: &'static str,
+        /// The output file (its final name).
+        path: PathBuf,
+        /// Why.
+        cause: std::io::Error,
+    },
+    /// Reading the model (a safetensors model's keys, a tensor's pages).
+    #[error(transparent)]
+    Model(#[from] crate::error::Error),
+    /// The thread pool could not be built.
+    #[error("cannot start {threads} threads: {cause}")]
+    Threads {
+        /// The count asked for.
+        threads: usize,
+        /// Why not.
+        cause: rayon::ThreadPoolBuildError,
+    },
+}
+
+/// Options of a run that are not part of the plan.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Worker threads; 0 for one per CPU.
+    pub threads: usize,
+    /// Metadata set after llama.cpp's own keys (`--override-kv`, then the
+    /// `quantize.imatrix.*` keys of [`Imatrix::metadata`]), in order.
+    pub kv_overrides: Vec<(String, Value)>,
+    /// The importance matrix (`--imatrix`), already filtered; the plan must have been made
+    /// with `has_imatrix` set to whether this is given and not empty.
+    pub imatrix: Option<Imatrix>,
+    /// How the output is laid out in files.
+    pub layout: OutputLayout,
+}
+
+/// The files a run writes. With anything but [`OutputLayout::Single`] the output path
+/// given to [`run`] is the prefix of parts named `PREFIX-00001-of-0000N.gguf`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutputLayout {
+    /// One file.
+    #[default]
+    Single,
+    /// `--keep-split`: one file per input file, as llama.cpp's quantizer writes them: the
+    /// first holds the metadata, the others only their tensors, and when there are
+    /// several each gets `split.no`, `split.count` and `split.tensors.count`, in that
+    /// order. The plan must have been made with `keep_split` set.
+    KeepSplit,
+    /// `--split-max-size` / `--split-max-tensors`: a split set cut by size or count, as
+    /// gguf-split writes it.
+    Split(SplitLimits),
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Summary {
+    /// Tensors written.
+    pub tensors: usize,
+    /// Tensors whose type changed.
+    pub converted: usize,
+    /// Converted tensors weighted by an importance matrix entry.
+    pub imatrix_used: usize,
+    /// Source tensor bytes.
+    pub bytes_in: u64,
+    /// Output tensor bytes (without header and padding).
+    pub bytes_out: u64,
+    /// Output file size (all files together).
+    pub file_size: u64,
+    /// The files written, in order.
+    pub files: Vec<PathBuf>,
+    /// Wall time in seconds.
+    pub seconds: f64,
+}
+
+/// The tensor list of a model as [`super::plan::plan`] takes it: in model order, with
+/// the part and offset that order `--keep-split` output.
+pub fn tensor_specs(model: &impl ModelSource) -> Result<Vec<TensorSpec>, RunError> {
+    Ok(model
+        .tensors()?
+        .iter()
+        .map(|v| {
+            let dims = v.gguf_dims();
+            TensorSpec {
+                name: v.name().to_string(),
+                ne: dims.ne4(),
+                ty: dims.ty,
+                split: u16::try_from(v.part()).unwrap_or(u16::MAX),
+                offset: v.offset(),
+            }
+        })
+        .collect())
+}
+
+/// Writes the quantized model to `output` (atomically: nothing appears under that name
+/// unless the whole file was written), calling `progress` after each tensor.
+pub fn run(
+    model: &impl ModelSource,
+    plan: &Plan,
+    output: &Path,
+    options: &RunOptions,
+    mut progress: impl FnMut(&Progress<'_>) + Send,
+) -> Result<Summary, RunError> {
+    let start = Instant::now();
+    let tensors = model.tensors()?;
+    for t in &plan.tensors {
+        let fits = tensors
+            .get(t.input_index)
+            .is_some_and(|v| v.name() == t.name && v.gguf_dims().ty == t.source);
+        if !fits {
+            return Err(RunError::PlanMismatch(format!(
+                "tensor #{} is not {} of type {}",
+                t.input_index, t.name, t.source
+            )));
+        }
+        check_convertible(t)?;
+    }
+    let imatrix = options.imatrix.as_ref();
+    if let Some(m) = imatrix {
+        m.check_finite()?;
+    }
+    let uses = plan
+        .tensors
+        .iter()
+        .map(|t| match imatrix {
+            Some(m) if t.converts() => m.use_for(t).map(Some),
+            _ => Ok(None),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(options.threads)
+        .build()
+        .map_err(|cause| RunError::Threads {
+            threads: options.threads,
+            cause,
+        })?;
+
+    let metadata = model.gguf_metadata()?;
+    let header = output_header(&metadata, plan, &options.kv_overrides)?;
+    let parts = output_parts(header, plan, output, options.layout)?;
+    let sources: Vec<&Tensor<'_>> = plan
+        .tensors
+        .iter()
+        .map(|t| &tensors[t.input_index])
+        .collect();
+    let weights: Vec<Option<&[f32]>> = plan
+        .tensors
+        .iter()
+        .zip(&uses)
+        .map(|(t, u)| match (imatrix, u) {
+            (Some(m), Some(ImatrixUse::Used)) => m.get(&t.name),
+            _ => None,
+        })
+        .collect();
+    // Every file is created, its size reserved and its header written before any tensor
+    // is converted: a disk without room fails at once.
+    let Outputs {
+        mut files,
+        headers,
+        places,
+    } = Outputs::create(&parts)?;
+    if places.len() != plan.tensors.len() {
+        return Err(RunError::PlanMismatch(
+            "the output files hold a different number of tensors than the plan".to_string(),
+        ));
+    }
+    let pieces = schedule::pieces(plan, &sources, &places)?;
+    let batches = schedule::batches(&pieces);
+    let job = Job {
+        plan,
+        sources: &sources,
+        weights: &weights,
+        pieces: &pieces,
+        batches: &batches,
+    };
+    let mut tracker = Tracker::new(plan, &uses, &weights, &pieces, &mut progress);
+    pool.install(|| job.write_all(&mut files, headers, &mut tracker))?;
+    let mut summary = tracker.into_summary();
+    // Only once every file is complete does any take its name.
+    for file in files {
+        summary.file_size += file.len();
+        summary.files.push(file.path().to_path_buf());
+        let path = file.path().to_path_buf();
+        file.commit().map_err(|cause| RunError::Output {
+            what: "cannot write",
+            path,
+            cause,
+        })?;
+    }
+    summary.seconds = start.elapsed().as_secs_f64();
+    Ok(summary)
+}

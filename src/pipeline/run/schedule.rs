@@ -1,0 +1,255 @@
+//! How a run's work is cut and ordered: every tensor into pieces of at most a slab (see
+//! [`crate::slab`]), consecutive pieces into batches that fill a slab, and the order the
+//! batches are converted in, from a rough cost model. Only the order and the grouping
+//! depend on these choices, never the bytes written.
+
+use super::RunError;
+use crate::model::Tensor;
+use crate::pipeline::plan::{Plan, TensorPlan};
+use crate::slab::{self, SLAB_BYTES};
+use quantforge_formats::output::PlacedFile;
+use quantforge_kernels::GgmlType;
+use std::ops::Range;
+
+/// Where a tensor's data goes: its output file, its offset there, and the bytes up to
+/// the next tensor (or the end of the file), padding included.
+pub(super) struct Place {
+    pub(super) part: usize,
+    pub(super) at: u64,
+    pub(super) room: u64,
+}
+
+/// A run of one tensor's source handled as a unit: rows of a converted tensor, or bytes
+/// of a copied one, and where their output goes.
+pub(super) struct Piece {
+    /// The tensor's index in the plan.
+    pub(super) tensor: usize,
+    /// The bytes of the tensor's source data.
+    pub(super) src: Range<usize>,
+    /// Output bytes (the converted rows, or the copied bytes).
+    pub(super) out_len: usize,
+    /// The output file.
+    pub(super) part: usize,
+    /// The output's offset in that file.
+    pub(super) at: u64,
+    /// Zero bytes after it in the file: the tensor's padding, after its last piece.
+    pub(super) pad: usize,
+}
+
+impl Piece {
+    /// The file bytes this piece accounts for, padding included.
+    pub(super) fn file_len(&self) -> u64 {
+        (self.out_len + self.pad) as u64
+    }
+}
+
+/// Every tensor cut into pieces of at most [`SLAB_BYTES`] of source and of output (or
+/// one row, if a row is larger), in plan order, each placed in the output files; a tensor
+/// without data is one empty piece.
+pub(super) fn pieces(
+    plan: &Plan,
+    sources: &[&Tensor<'_>],
+    places: &[Place],
+) -> Result<Vec<Piece>, RunError> {
+    let mut pieces = Vec::new();
+    for (i, ((t, source), place)) in plan.tensors.iter().zip(sources).zip(places).enumerate() {
+        // Source and output bytes of a step, and of the unit a step is made of.
+        let (src_unit, out_unit, units) = match row_sizes(t)? {
+            Some(row) => (
+                row.src,
+                row.dst,
+                slab::slab_rows(row.src.max(row.dst), task_rows(t)),
+            ),
+            None if t.converts() => (1, 0, SLAB_BYTES),
+            None => (1, 1, SLAB_BYTES / 2),
+        };
+        let len = source.data().len();
+        let out_total = (len / src_unit * out_unit) as u64;
+        if out_total > place.room {
+            return Err(RunError::PlanMismatch(format!(
+                "tensor {} needs {out_total} bytes in the output, its place holds {}",
+                t.name, place.room
+            )));
+        }
+        let mut at = 0;
+        loop {
+            let end = (at + src_unit * units).min(len);
+            let out_at = (at / src_unit * out_unit) as u64;
+            let out_len = (end - at) / src_unit * out_unit;
+            pieces.push(Piece {
+                tensor: i,
+                src: at..end,
+                out_len,
+                part: place.part,
+                at: place.at + out_at,
+                pad: if end == len {
+                    (place.room - out_total) as usize
+                } else {
+                    0
+                },
+            });
+            if end == len {
+                break;
+            }
+            at = end;
+        }
+    }
+    Ok(pieces)
+}
+
+/// The bytes of one row of a converted tensor, in the source and in the output.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RowSizes {
+    /// Source bytes.
+    pub(super) src: usize,
+    /// Output bytes.
+    pub(super) dst: usize,
+}
+
+/// The row sizes of a converted tensor that has data; `None` for a copied or empty one.
+pub(super) fn row_sizes(t: &TensorPlan) -> Result<Option<RowSizes>, RunError> {
+    let n_per_row = t.ne[0] as usize;
+    if !t.converts() || n_per_row == 0 || t.ne[1..].contains(&0) {
+        return Ok(None);
+    }
+    let codec_error = |cause| RunError::Codec {
+        tensor: t.name.clone(),
+        cause,
+    };
+    let src_row = t.source.row_size(n_per_row).map_err(codec_error)?;
+    let dst_row = t.target.row_size(n_per_row).map_err(codec_error)?;
+    Ok(Some(RowSizes {
+        src: src_row,
+        dst: dst_row,
+    }))
+}
+
+/// Rows of `t` each parallel task converts.
+pub(super) fn task_rows(t: &TensorPlan) -> usize {
+    slab::task_rows(t.ne[0] as usize)
+}
+
+/// Consecutive pieces of one output file grouped so that each group's source and output
+/// together stay within [`SLAB_BYTES`] (a single larger piece is a group by itself).
+/// Groups cross tensor boundaries, so that small tensors share one parallel pass; each
+/// group is one contiguous range of its file.
+pub(super) fn batches(pieces: &[Piece]) -> Vec<Range<usize>> {
+    let mut batches = Vec::new();
+    let mut start = 0;
+    let mut used = 0;
+    for (i, p) in pieces.iter().enumerate() {
+        let size = p.src.len() + p.out_len;
+        if i > start && (used + size > SLAB_BYTES || p.part != pieces[start].part) {
+            batches.push(start..i);
+            start = i;
+            used = 0;
+        }
+        used += size;
+    }
+    if start < pieces.len() {
+        batches.push(start..pieces.len());
+    }
+    batches
+}
+
+/// Rough cost of converting one element to `ty`, in units of a widening pass: the order
+/// in which batches are converted mixes the cheap ones with much output and the costly
+/// ones with little (see [`conversion_order`]). Only the order depends on it, never the bytes.
+fn element_cost(ty: GgmlType) -> f64 {
+    use GgmlType::*;
+    match ty {
+        F32 | F16 | BF16 | Q8_0 | Q4_0 | Q5_0 | Q8_K | TQ2_0 => 1.0,
+        Q6_K => 8.0,
+        Q3_K => 10.0,
+        Q2_K | Q4_K | Q5_K => 15.0,
+        IQ4_NL | IQ4_XS => 25.0,
+        _ => 20.0,
+    }
+}
+
+/// A batch's output bytes and its work, in the units of [`element_cost`].
+struct BatchCost {
+    out: f64,
+    work: f64,
+}
+
+/// The order in which batches are converted: two runs in plan order, the batches
+/// with more output per unit of work than the whole model's and the rest, merged so
+/// that the output produced keeps pace with the work done. A disk that writes slower
+/// than the cheap conversions produce (a large embedding of q8_0) then drains it
+/// while the costly ones run, instead of stalling all threads.
+pub(super) fn conversion_order(
+    plan: &Plan,
+    pieces: &[Piece],
+    batches: &[Range<usize>],
+) -> Vec<usize> {
+    let stats: Vec<BatchCost> = batches
+        .iter()
+        .map(|r| {
+            let pieces = &pieces[r.clone()];
+            let out: f64 = pieces.iter().map(|p| p.file_len() as f64).sum();
+            let work: f64 = pieces
+                .iter()
+                .map(|p| {
+                    let t = &plan.tensors[p.tensor];
+                    match row_sizes(t) {
+                        Ok(Some(row)) => {
+                            let elements = p.src.len() / row.src * t.ne[0] as usize;
+                            elements as f64 * (1.0 + element_cost(t.target))
+                        }
+                        _ => p.src.len() as f64 / 8.0,
+                    }
+                })
+                .sum();
+            BatchCost {
+                out,
+                work: work.max(1.0),
+            }
+        })
+        .collect();
+    let out_total: f64 = stats.iter().map(|s| s.out).sum();
+    let work_total: f64 = stats.iter().map(|s| s.work).sum();
+    let (heavy, light): (Vec<usize>, Vec<usize>) =
+        (0..stats.len()).partition(|&b| stats[b].out * work_total > out_total * stats[b].work);
+    let (mut heavy, mut light) = (heavy.into_iter().peekable(), light.into_iter().peekable());
+    let (mut out, mut work) = (0.0, 0.0);
+    let mut order = Vec::with_capacity(stats.len());
+    while heavy.peek().is_some() || light.peek().is_some() {
+        let behind = out * work_total <= work * out_total;
+        let next = match (behind, heavy.peek(), light.peek()) {
+            (true, Some(_), _) | (_, Some(_), None) => heavy.next(),
+            _ => light.next(),
+        };
+        let Some(b) = next else { break };
+        out += stats[b].out;
+        work += stats[b].work;
+        order.push(b);
+    }
+    order
+}
+
+/// Where a batch's output sits in a slab: after `skip` bytes (its file offset's distance
+/// from the block boundary before it), `len` bytes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Extent {
+    /// Bytes before the output.
+    pub(super) skip: usize,
+    /// Bytes of output.
+    pub(super) len: usize,
+}
+
+impl Extent {
+    /// The extent of the batch made of `pieces` (consecutive, of one file, not empty).
+    pub(super) fn of(pieces: &[Piece]) -> Extent {
+        let (first, last) = (&pieces[0], &pieces[pieces.len() - 1]);
+        Extent {
+            skip: (first.at % PlacedFile::BLOCK) as usize,
+            len: (last.at + last.file_len() - first.at) as usize,
+        }
+    }
+
+    /// Slab bytes the batch needs.
+    pub(super) fn end(self) -> usize {
+        self.skip + self.len
+    }
+}

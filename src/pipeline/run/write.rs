@@ -1,0 +1,267 @@
+//! The writing side of a run: the output files created at their full size, a thread of
+//! its own that writes each converted slab at its offset (whole blocks by direct I/O,
+//! from the slab itself: see [`PlacedFile`]), and the loop that hands it slabs as the
+//! workers fill them, reusing at most [`SLABS`] of them.
+
+use super::RunError;
+use super::header::OutputPart;
+use super::progress::Tracker;
+use super::schedule::{Extent, Piece, Place, conversion_order};
+use crate::model::Tensor;
+use crate::pipeline::plan::Plan;
+use quantforge_formats::output::{AlignedBuffer, PlacedFile};
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A batch converted into a slab, on its way to the file.
+pub(super) struct Filled {
+    /// The batch (`None`: a file's header).
+    pub(super) batch: Option<usize>,
+    /// Its output; the file's bytes `at..` are `slab[skip..skip + len]`, placed so that
+    /// the slab's memory is aligned like the file offsets (direct I/O writes from it).
+    pub(super) slab: AlignedBuffer,
+    pub(super) skip: usize,
+    pub(super) len: usize,
+    pub(super) part: usize,
+    pub(super) at: u64,
+}
+
+/// Output slabs in use at once: converted, queued, or being written.
+const SLABS: usize = 4;
+
+/// What the converting side of a run reads.
+pub(super) struct Job<'a, 's> {
+    /// The plan.
+    pub(super) plan: &'a Plan,
+    /// Each tensor of the plan in the source, in plan order.
+    pub(super) sources: &'a [&'a Tensor<'s>],
+    /// Each tensor's importance values, when it uses them.
+    pub(super) weights: &'a [Option<&'a [f32]>],
+    /// Every tensor cut into pieces ([`super::schedule::pieces`]).
+    pub(super) pieces: &'a [Piece],
+    /// The pieces grouped into batches ([`super::schedule::batches`]).
+    pub(super) batches: &'a [Range<usize>],
+}
+
+impl Job<'_, '_> {
+    /// Where batch `b`'s output sits in its slab.
+    pub(super) fn extent(&self, b: usize) -> Extent {
+        Extent::of(&self.pieces[self.batches[b].clone()])
+    }
+
+    /// Converts batch after batch on the current rayon pool, in
+    /// [`conversion_order`], while a thread of its own writes each converted slab in
+    /// place; at most [`SLABS`] slabs are in use, so the converting waits only when the
+    /// disk is that far behind.
+    pub(super) fn write_all(
+        &self,
+        files: &mut [PlacedFile],
+        headers: Vec<Filled>,
+        tracker: &mut Tracker<'_, '_>,
+    ) -> Result<(), RunError> {
+        let order = conversion_order(self.plan, self.pieces, self.batches);
+        let files_path = files
+            .first()
+            .map(|f| f.path().to_path_buf())
+            .unwrap_or_default();
+        let abandon = AtomicBool::new(false);
+        let abandon = &abandon;
+        std::thread::scope(|scope| {
+            let (to_writer, queue) = std::sync::mpsc::channel::<Filled>();
+            let (back, written) = std::sync::mpsc::channel::<Written>();
+            let writer = std::thread::Builder::new()
+                .name("quantforge-writer".into())
+                .spawn_scoped(scope, move || {
+                    for f in queue {
+                        if abandon.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let file = &mut files[f.part];
+                        let done = file
+                            .write_at(&f.slab.as_slice()[f.skip..f.skip + f.len], f.at)
+                            .map_err(|cause| RunError::Output {
+                                what: "cannot write",
+                                path: file.path().to_path_buf(),
+                                cause,
+                            });
+                        let failed = done.is_err();
+                        let written = Written {
+                            filled: f,
+                            result: done,
+                        };
+                        if back.send(written).is_err() || failed {
+                            break;
+                        }
+                    }
+                })
+                .map_err(|cause| RunError::Output {
+                    what: "cannot start the thread that writes",
+                    path: files_path.clone(),
+                    cause,
+                })?;
+            let mut in_flight = 0;
+            for h in headers {
+                // A send fails only once the writer stopped on an error, sent back.
+                in_flight += usize::from(to_writer.send(h).is_ok());
+            }
+            let converted = self.convert_all(&order, in_flight, &to_writer, &written, tracker);
+            // After a failure the writer drops what is queued (the file is deleted anyway);
+            // its own failure came back through `written`, a panic of it is re-raised.
+            abandon.store(converted.is_err(), Ordering::Relaxed);
+            drop(to_writer);
+            if let Err(panic) = writer.join() {
+                std::panic::resume_unwind(panic);
+            }
+            converted
+        })
+    }
+
+    /// The converting loop of [`Job::write_all`].
+    fn convert_all(
+        &self,
+        order: &[usize],
+        mut in_flight: usize,
+        to_writer: &std::sync::mpsc::Sender<Filled>,
+        written: &std::sync::mpsc::Receiver<Written>,
+        tracker: &mut Tracker<'_, '_>,
+    ) -> Result<(), RunError> {
+        // Every slab is made once, as large as the largest batch needs.
+        let slab_len = (0..self.batches.len())
+            .map(|b| self.extent(b).end())
+            .max()
+            .unwrap_or(0);
+        let mut free: Vec<AlignedBuffer> = Vec::new();
+        let mut made = 0;
+        // A slab back from the writer: its batch is on disk.
+        let mut take_back =
+            |back: Written, free: &mut Vec<AlignedBuffer>| -> Result<(), RunError> {
+                back.result?;
+                if let Some(b) = back.filled.batch {
+                    tracker.written(&self.pieces[self.batches[b].clone()]);
+                    free.push(back.filled.slab);
+                }
+                Ok(())
+            };
+        if let Some(&first) = order.first() {
+            self.prefetch(first)?;
+        }
+        for (k, &b) in order.iter().enumerate() {
+            let slab = loop {
+                if let Some(slab) = free.pop() {
+                    break slab;
+                }
+                if made < SLABS {
+                    made += 1;
+                    break AlignedBuffer::zeroed(slab_len);
+                }
+                // Every slab is queued or being written: wait for one.
+                let back = written.recv().map_err(|_| writer_gone())?;
+                in_flight -= 1;
+                take_back(back, &mut free)?;
+            };
+            let before = k.checked_sub(1).map(|j| order[j]);
+            let filled = self.fill(b, slab, before, order.get(k + 1).copied())?;
+            if to_writer.send(filled).is_err() {
+                // The writer stopped on an error, which it sent back first.
+                while let Ok(back) = written.recv() {
+                    take_back(back, &mut free)?;
+                }
+                return Err(writer_gone());
+            }
+            in_flight += 1;
+            while let Ok(back) = written.try_recv() {
+                in_flight -= 1;
+                take_back(back, &mut free)?;
+            }
+        }
+        if let Some(&last) = order.last() {
+            self.release(last)?;
+        }
+        while in_flight > 0 {
+            let back = written.recv().map_err(|_| writer_gone())?;
+            in_flight -= 1;
+            take_back(back, &mut free)?;
+        }
+        Ok(())
+    }
+}
+
+/// The writing thread stopped without a failure of its own (it cannot: it stops early
+/// only after sending one back, or after a panic, which is re-raised).
+fn writer_gone() -> RunError {
+    RunError::Output {
+        what: "cannot write",
+        path: PathBuf::new(),
+        cause: std::io::Error::other("the writing thread stopped"),
+    }
+}
+
+/// A slab back from the writing thread: what it held, and whether writing it failed.
+pub(super) struct Written {
+    /// The slab and where it went.
+    filled: Filled,
+    /// The write's outcome.
+    result: Result<(), RunError>,
+}
+
+/// The output files, created with their sizes reserved: their headers, queued for the
+/// writing thread, and every tensor's place in them.
+pub(super) struct Outputs {
+    /// The files, in order.
+    pub(super) files: Vec<PlacedFile>,
+    /// Each file's header bytes, to write first.
+    pub(super) headers: Vec<Filled>,
+    /// Each tensor's place, in plan order.
+    pub(super) places: Vec<Place>,
+}
+
+impl Outputs {
+    /// Creates every file of `parts` at its full size.
+    pub(super) fn create(parts: &[OutputPart]) -> Result<Outputs, RunError> {
+        let mut files = Vec::with_capacity(parts.len());
+        let mut headers = Vec::with_capacity(parts.len());
+        let mut places = Vec::new();
+        for (p, part) in parts.iter().enumerate() {
+            let (bytes, layout) = part.header.encode()?;
+            let write_error = |what, cause| RunError::Output {
+                what,
+                path: part.path.clone(),
+                cause,
+            };
+            let file = PlacedFile::create(&part.path, layout.file_size())
+                .map_err(|e| write_error("cannot create", e))?;
+            // Written by the writing thread, straight from aligned memory, while the first
+            // batches convert.
+            let mut header_bytes = AlignedBuffer::zeroed(bytes.len());
+            header_bytes.as_mut_slice().copy_from_slice(&bytes);
+            headers.push(Filled {
+                batch: None,
+                slab: header_bytes,
+                skip: 0,
+                len: bytes.len(),
+                part: p,
+                at: 0,
+            });
+            let n = layout.offsets.len();
+            for k in 0..n {
+                let at = layout.data_offset + layout.offsets[k];
+                let end = match layout.offsets.get(k + 1) {
+                    Some(next) => layout.data_offset + next,
+                    None => layout.file_size(),
+                };
+                places.push(Place {
+                    part: p,
+                    at,
+                    room: end - at,
+                });
+            }
+            files.push(file);
+        }
+        Ok(Outputs {
+            files,
+            headers,
+            places,
+        })
+    }
+}

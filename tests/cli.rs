@@ -230,4 +230,14 @@ fn types_lists_the_catalogue() {
         text.contains("q4_K        256    144  4.5000  yes"),
         "{text}"
     );
+    // The columns come from the kernels' table of codecs: q4_K has a SIMD path, q4_1 not.
+    let row = |name: &str| {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name));
+        line.unwrap().split_whitespace().skip(5).collect::<Vec<_>>()
+    };
+    assert_eq!(row("q4_K"), ["yes", "yes", "yes", "yes"], "{text}");
+    assert_eq!(row("q4_1"), ["yes", "yes", "yes", "-"], "{text}");
+    assert_eq!(row("iq2_xxs"), ["-", "yes", "-", "-"], "{text}");
 }

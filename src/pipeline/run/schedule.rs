@@ -8,7 +8,6 @@ use crate::model::Tensor;
 use crate::pipeline::plan::{Plan, TensorPlan};
 use crate::slab::{self, SLAB_BYTES};
 use quantforge_formats::output::PlacedFile;
-use quantforge_kernels::GgmlType;
 use std::ops::Range;
 
 /// Where a tensor's data goes: its output file, its offset there, and the bytes up to
@@ -152,22 +151,10 @@ pub(super) fn batches(pieces: &[Piece]) -> Vec<Range<usize>> {
     batches
 }
 
-/// Rough cost of converting one element to `ty`, in units of a widening pass: the order
-/// in which batches are converted mixes the cheap ones with much output and the costly
-/// ones with little (see [`conversion_order`]). Only the order depends on it, never the bytes.
-fn element_cost(ty: GgmlType) -> f64 {
-    use GgmlType::*;
-    match ty {
-        F32 | F16 | BF16 | Q8_0 | Q4_0 | Q5_0 | Q8_K | TQ2_0 => 1.0,
-        Q6_K => 8.0,
-        Q3_K => 10.0,
-        Q2_K | Q4_K | Q5_K => 15.0,
-        IQ4_NL | IQ4_XS => 25.0,
-        _ => 20.0,
-    }
-}
-
-/// A batch's output bytes and its work, in the units of [`element_cost`].
+/// A batch's output bytes and its work, in units of a widening pass (the kernels' relative
+/// cost of quantizing an element: the order in which batches are converted mixes the cheap
+/// ones with much output and the costly ones with little, see [`conversion_order`]; only
+/// the order depends on it, never the bytes).
 struct BatchCost {
     out: f64,
     work: f64,
@@ -195,7 +182,7 @@ pub(super) fn conversion_order(
                     match row_sizes(t) {
                         Ok(Some(row)) => {
                             let elements = p.src.len() / row.src * t.ne[0] as usize;
-                            elements as f64 * (1.0 + element_cost(t.target))
+                            elements as f64 * (1.0 + quantforge_kernels::quantize_cost(t.target))
                         }
                         _ => p.src.len() as f64 / 8.0,
                     }

@@ -2,7 +2,7 @@
 //! independent chains of one operation (or of a mix), so that only the execution units
 //! limit them. Throughput is operations per second; the time per operation, with the
 //! operation count per value of a search, bounds how fast an exact search can run here
-//! (see BENCHMARKS.md). x86-64 with AVX-512 only; elsewhere it measures nothing.
+//! (see docs/benchmarks-history.md). x86-64 with AVX-512 only; elsewhere it measures nothing.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 

@@ -71,8 +71,8 @@ macro_rules! isas {
             }
 
             /// Whether [`Isa::detect`] picks this ISA when the CPU has it and nothing caps
-            /// the choice (the portable lanes, no faster than scalar code, run only when
-            /// asked for).
+            /// the choice (the portable lanes, there to test the generic code, run only
+            /// when asked for).
             pub const fn is_auto(self) -> bool {
                 match self {
                     Isa::Scalar => true,

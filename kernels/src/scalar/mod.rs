@@ -9,6 +9,10 @@
 use crate::blocks::Block;
 
 pub mod float;
+/// The dequantizers' i-quant grids, as ggml-common.h declares them (a file of its own so
+/// that `build.rs` can read it too).
+mod grids;
+pub mod iq_grid;
 pub mod kquant;
 pub mod tables;
 

@@ -114,7 +114,16 @@ macro_rules! quantize_parity {
 
                 #[test]
                 fn without_imatrix((n, x) in lengths().prop_flat_map(|n| (Just(n), rows(n)))) {
-                    check_quantize(TY, &x, n, None)?;
+                    if quantforge_kernels::requires_imatrix(TY) {
+                        // ggml aborts the process; quantforge refuses with an error.
+                        let mut dst = vec![0u8; x.len() / n * TY.row_size(n).unwrap()];
+                        let r = quantforge_kernels::Codec::new(TY, Isa::Scalar)
+                            .unwrap()
+                            .quantize(&x, n, None, &mut dst);
+                        prop_assert!(matches!(r, Err(quantforge_kernels::Error::ImatrixRequired { .. })));
+                    } else {
+                        check_quantize(TY, &x, n, None)?;
+                    }
                 }
 
                 #[test]
@@ -202,6 +211,20 @@ fn suite_covers_every_supported_type() {
             q.contains(&ty.name()),
             "{ty}: quantize list"
         );
+    }
+}
+
+/// The types that need an importance matrix are ggml's.
+#[test]
+fn required_imatrix_matches_ggml() {
+    for &ty in GgmlType::ALL {
+        if quantforge_kernels::can_quantize(ty) {
+            assert_eq!(
+                quantforge_kernels::requires_imatrix(ty),
+                ggml::requires_imatrix(ty.code()),
+                "{ty}"
+            );
+        }
     }
 }
 

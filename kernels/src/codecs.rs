@@ -52,6 +52,7 @@ pub(crate) struct Capabilities {
     pub(crate) quantize: bool,
     pub(crate) dequantize: bool,
     pub(crate) imatrix: bool,
+    pub(crate) requires_imatrix: bool,
     pub(crate) simd: bool,
     pub(crate) cost: f64,
 }
@@ -60,7 +61,8 @@ pub(crate) struct Capabilities {
 /// `TYPE: SCALAR, IMATRIX, SIMD, COST;` where SCALAR is `both(module)`,
 /// `quantize(module)` or `dequantize(module)` (a module of `scalar/` with
 /// `quantize_row(x, imatrix, blocks)` / `dequantize_row(blocks, y)`), `bytes(q, dq)` (two
-/// functions over little-endian bytes) or `none()`; IMATRIX is `imatrix` or `-`; SIMD is
+/// functions over little-endian bytes) or `none()`; IMATRIX is `imatrix`, `required` (ggml's
+/// quantizer refuses to run without one) or `-`; SIMD is
 /// `-` or `(codec)` or `(codec, finds)`, a [`crate::simd::SimdCodec`] of `simd/`, with
 /// `finds` when it finds NaN and infinity itself; COST is the relative cost of quantizing
 /// an element (1 is about a widening pass), or `-` for a type without a quantizer.
@@ -73,6 +75,7 @@ macro_rules! codecs {
                     quantize: codecs!(@has_q $form),
                     dequantize: codecs!(@has_dq $form),
                     imatrix: codecs!(@im $im),
+                    requires_imatrix: codecs!(@im_required $im),
                     simd: codecs!(@has_simd $simd),
                     cost: codecs!(@cost $cost),
                 }, )*
@@ -109,7 +112,10 @@ macro_rules! codecs {
     (@has_dq bytes) => { true };
     (@has_dq $other:ident) => { false };
     (@im imatrix) => { true };
+    (@im required) => { true };
     (@im -) => { false };
+    (@im_required required) => { true };
+    (@im_required $other:tt) => { false };
     (@has_simd -) => { false };
     (@has_simd $group:tt) => { true };
     (@cost -) => { 0.0 };
@@ -224,6 +230,10 @@ mod tests {
             assert!(
                 !r.imatrix || r.quantize,
                 "{ty}: imatrix without a quantizer"
+            );
+            assert!(
+                !r.requires_imatrix || r.imatrix,
+                "{ty}: requires what it ignores"
             );
             assert_eq!(r.quantize, r.cost > 0.0, "{ty}: a quantizer has a cost");
         }

@@ -213,6 +213,9 @@ impl Codec {
             .checked_mul(row_size)
             .ok_or(Error::TooLarge { ty, n: src.len() })?;
         check_len("destination bytes", total, dst.len())?;
+        if imatrix.is_none() && crate::requires_imatrix(ty) {
+            return Err(Error::ImatrixRequired { ty });
+        }
         if let Some(w) = imatrix {
             check_len(
                 "importance matrix length (one weight per column)",

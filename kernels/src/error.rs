@@ -64,6 +64,14 @@ pub enum Error {
         /// The value found there.
         value: f32,
     },
+    /// A type whose quantizer needs an importance matrix, given none.
+    #[error(
+        "quantizing to {ty} needs an importance matrix (ggml's quantizer refuses to run without one)"
+    )]
+    ImatrixRequired {
+        /// The type.
+        ty: GgmlType,
+    },
     /// The operation is not defined for this type (ggml has no such codec either).
     #[error("{op} is not supported for type {ty}")]
     Unsupported {

@@ -70,6 +70,13 @@ pub const fn uses_imatrix(ty: GgmlType) -> bool {
     codecs::capabilities(ty).imatrix
 }
 
+/// Whether ggml's quantizer for `ty` refuses to run without an importance matrix (its
+/// `ggml_quantize_requires_imatrix`); [`quantize`] then returns
+/// [`Error::ImatrixRequired`] when given none.
+pub const fn requires_imatrix(ty: GgmlType) -> bool {
+    codecs::capabilities(ty).requires_imatrix
+}
+
 /// Whether `ty` has SIMD code paths (both directions), so that a [`Codec`] asked for an
 /// ISA other than scalar runs that ISA's code for it.
 pub const fn has_simd_path(ty: GgmlType) -> bool {

@@ -3,9 +3,10 @@
 //! gen-golden` writes them to `golden/`; the test `golden_is_current` fails when the
 //! files there differ from what this module produces now.
 //!
-//! Files (all little-endian): `input.f32` (ROWS x N_PER_ROW), `imatrix.f32` (N_PER_ROW),
-//! and per type `T`: `T.plain.bin` and `T.imatrix.bin` (ggml_quantize_chunk without and
-//! with the importance matrix), `T.blocks.bin` (ggml's own imatrix quantization, i-quants
+//! Files (all little-endian): `input.f32` and `input-tame.f32` (ROWS x N_PER_ROW),
+//! `imatrix.f32` (N_PER_ROW), and per type `T`: `T.plain.bin` and `T.imatrix.bin`
+//! (ggml_quantize_chunk without and with the importance matrix, of the tame input for the
+//! grid-search types; no `plain` for the types that require an importance matrix), `T.blocks.bin` (ggml's own imatrix quantization, i-quants
 //! included) with `T.blocks.f32` (its dequantization by ggml's to_float),
 //! `T.random.bin` (arbitrary block bytes) with `T.random.f32` (their dequantization).
 
@@ -133,6 +134,16 @@ fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// Whether ggml quantizes `ty` by a grid search (iq1, iq2 and iq3 types), which asserts
+/// on the extreme kinds of [`input`]: those types are quantized from [`tame_input`].
+pub fn searches_grid(ty: GgmlType) -> bool {
+    use GgmlType as T;
+    matches!(
+        ty,
+        T::IQ2_XXS | T::IQ2_XS | T::IQ2_S | T::IQ3_XXS | T::IQ3_S | T::IQ1_S | T::IQ1_M
+    )
+}
+
 /// Every golden file as (name, contents), computed by the live ggml.
 pub fn files() -> Vec<(String, Vec<u8>)> {
     let x = input();
@@ -140,20 +151,22 @@ pub fn files() -> Vec<(String, Vec<u8>)> {
     let tame = tame_input();
     let mut files = vec![
         ("input.f32".to_string(), f32_bytes(&x)),
+        ("input-tame.f32".to_string(), f32_bytes(&tame)),
         ("imatrix.f32".to_string(), f32_bytes(&w)),
     ];
     for &ty in GgmlType::ALL {
         let name = ty.name();
         if can_quantize(ty) {
+            let source = if searches_grid(ty) { &tame } else { &x };
             if !requires_imatrix(ty.code()) {
                 files.push((
                     format!("{name}.plain.bin"),
-                    quantize_chunk(ty.code(), &x, N_PER_ROW, None),
+                    quantize_chunk(ty.code(), source, N_PER_ROW, None),
                 ));
             }
             files.push((
                 format!("{name}.imatrix.bin"),
-                quantize_chunk(ty.code(), &x, N_PER_ROW, Some(&w)),
+                quantize_chunk(ty.code(), source, N_PER_ROW, Some(&w)),
             ));
         }
         if can_dequantize(ty) && ty != GgmlType::F32 {

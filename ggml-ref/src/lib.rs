@@ -41,6 +41,7 @@ unsafe extern "C" {
     fn ggml_get_type_traits_cpu(ty: u32) -> *const TypeTraitsCpu;
     fn ggml_cpu_init();
     fn ggml_quantize_requires_imatrix(ty: u32) -> bool;
+    fn ggml_quantize_init(ty: u32);
     fn ggml_quantize_chunk(
         ty: u32,
         src: *const f32,
@@ -80,6 +81,16 @@ pub fn type_info(ty: u32) -> Option<(String, usize, usize, bool)> {
         .to_string_lossy()
         .into_owned();
     Some((name, t.blck_size as usize, t.type_size, t.is_quantized))
+}
+
+/// `ggml_quantize_init(ty)`: builds the i-quants' grid maps and neighbour lists (a no-op
+/// for other types and after the first call). [`quantize_chunk`] calls it too; benchmarks
+/// call it first to time it apart from the quantizer.
+pub fn quantize_init(ty: u32) {
+    if ty < TYPE_COUNT {
+        // SAFETY: ggml serializes the initialisation with its own mutex; any valid code.
+        unsafe { ggml_quantize_init(ty) };
+    }
 }
 
 /// Whether ggml insists on an importance matrix for this type.

@@ -26,6 +26,11 @@ const PRESETS: [&str; 10] = [
     "Q4_K_M", "Q4_0", "IQ4_XS", "Q2_K", "Q2_K_S", "Q3_K_M", "Q5_K_S", "Q6_K", "Q5_1", "IQ4_NL",
 ];
 
+/// The i-quant presets below 4 bits: most require importance data, all use it.
+const IQ_PRESETS: [&str; 10] = [
+    "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M",
+];
+
 /// A user override before the imatrix keys; the second is replaced by llama-quantize's own.
 fn user_overrides() -> Vec<(String, Value)> {
     vec![
@@ -69,9 +74,32 @@ struct RawImatrix {
 
 impl RawImatrix {
     fn random(model: &TinyLlama, seed: u64, embd_wrong_size: bool) -> RawImatrix {
+        let tensors = model.tensors().into_iter().map(|(name, ne, _)| (name, ne));
+        Self::random_for(tensors, seed, embd_wrong_size)
+    }
+
+    /// Random data for every weight matrix of a GGUF model.
+    fn random_for_gguf(path: &Path, seed: u64) -> RawImatrix {
+        let model = GgufModel::open(path).expect("open the model");
+        let tensors: Vec<(String, [u64; 4])> = model
+            .tensors()
+            .map(|t| {
+                let mut ne = [1u64; 4];
+                ne[..t.ne().len()].copy_from_slice(t.ne());
+                (t.name().to_string(), ne)
+            })
+            .collect();
+        Self::random_for(tensors.into_iter(), seed, false)
+    }
+
+    fn random_for(
+        tensors: impl Iterator<Item = (String, [u64; 4])>,
+        seed: u64,
+        embd_wrong_size: bool,
+    ) -> RawImatrix {
         let mut rng = Rng(seed | 1);
         let mut entries = Vec::new();
-        for (name, ne, _) in model.tensors() {
+        for (name, ne) in tensors {
             if ne[1] == 1 || name == "token_embd.weight" {
                 continue;
             }
@@ -212,7 +240,8 @@ fn compare(input: &Path, file: &Path, filter: &WeightFilter, presets: &[&str]) -
 fn check(what: &str, model: &TinyLlama, raw: &RawImatrix) {
     let dir = tempfile::tempdir().unwrap();
     let input = write_model(dir.path(), model);
-    let presets = presets(&PRESETS);
+    let mut presets = presets(&PRESETS);
+    presets.extend(self::presets(&IQ_PRESETS));
     let files: [(&str, PathBuf); 2] = [
         ("GGUF", dir.path().join("imatrix.gguf")),
         ("legacy", dir.path().join("imatrix.dat")),
@@ -263,6 +292,30 @@ fn drawn_moe_llama_with_imatrix_bytes() {
         &model,
         &RawImatrix::random(&model, seed, seed % 2 == 0),
     );
+}
+
+/// The real Gemma-3-270M F16 (640-wide rows: the i-quant tensors that are not whole
+/// 256-blocks take the fallback types) with a GGUF importance matrix, every i-quant preset.
+/// The legacy format is read into the same values (the tiny models above check both).
+#[test]
+fn real_gemma_iq_presets_with_imatrix_bytes() {
+    let Some(q4) = gemma_q4_k_m() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let f16 = dir.path().join("gemma-f16.gguf");
+    let mut q = Quantize::new(Preset::parse("F16").unwrap().ftype.code());
+    q.allow_requantize = true;
+    q.nthread = threads() as i32;
+    quantize(&q4, &f16, &q).expect("llama.cpp: Q4_K_M -> F16");
+    let file = dir.path().join("imatrix.gguf");
+    RawImatrix::random_for_gguf(&f16, 21).write_gguf(&file);
+    let presets = presets(&IQ_PRESETS);
+    let failures = compare(&f16, &file, &WeightFilter::All, &presets);
+    eprintln!(
+        "real Gemma-3-270M F16, GGUF imatrix: {} of {} presets byte-identical to llama.cpp",
+        presets.len() - failures.len(),
+        presets.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// `--include-weights` / `--exclude-weights`: fewer entries, a smaller entry count in the

@@ -8,13 +8,16 @@
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use quantforge_kernels::{Codec, GgmlType, Isa, can_dequantize, can_quantize, uses_imatrix};
+use quantforge_kernels::{
+    Codec, GgmlType, Isa, can_dequantize, can_quantize, requires_imatrix, uses_imatrix,
+};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Types to measure (repeatable; default q4_0 q5_0 q8_0 q8_K q2_K q3_K q4_K q5_K q6_K tq2_0 iq4_nl iq4_xs).
+    /// Types to measure (repeatable; default q4_0 q5_0 q8_0 q8_K q2_K q3_K q4_K q5_K q6_K
+    /// tq2_0 iq4_nl iq4_xs and the other i-quants quantforge quantizes).
     #[arg(long = "type", short = 't')]
     types: Vec<String>,
     /// Code paths to measure (repeatable; default every ISA this CPU has).
@@ -33,6 +36,17 @@ pub struct BenchArgs {
 }
 
 const N_PER_ROW: usize = 4096;
+
+/// The types whose quantizers search a grid, which ggml prepares in `ggml_quantize_init`.
+const GRID_TYPES: [GgmlType; 7] = [
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ2_S,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
+    GgmlType::IQ1_S,
+    GgmlType::IQ1_M,
+];
 
 /// One path to measure.
 #[derive(Clone, Copy)]
@@ -62,10 +76,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let types: Vec<GgmlType> = if a.types.is_empty() {
         [
             "q4_0", "q5_0", "q8_0", "q8_K", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "tq2_0",
-            "iq4_nl", "iq4_xs",
+            "iq4_nl", "iq4_xs", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m",
         ]
         .iter()
         .map(|t| GgmlType::from_name(t).expect("known"))
+        .filter(|&t| can_quantize(t) || can_dequantize(t))
         .collect()
     } else {
         a.types
@@ -125,6 +140,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         paths.extend(isas.iter().map(|&i| Path::Quantforge(i)));
         #[cfg(feature = "ggml")]
         paths.extend([Path::GgmlRef, Path::GgmlCpu]);
+        if can_quantize(ty) && GRID_TYPES.contains(&ty) {
+            startup(ty, &x, &imatrix)?;
+        }
         for (op, w) in [
             ("quantize", None),
             ("quant+imx", Some(&imatrix[..])),
@@ -133,11 +151,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
             if (op != "dequantize" && !can_quantize(ty))
                 || (op == "dequantize" && !can_dequantize(ty))
                 || (w.is_some() && !uses_imatrix(ty))
+                || (op == "quantize" && requires_imatrix(ty))
             {
                 continue;
             }
             if op == "dequantize" {
-                quantforge_kernels::quantize(ty, &x, N_PER_ROW, None, &mut q)?;
+                let w = requires_imatrix(ty).then_some(&imatrix[..]);
+                quantforge_kernels::quantize(ty, &x, N_PER_ROW, w, &mut q)?;
             }
             let mut rows: Vec<(String, f64)> = Vec::new();
             for &path in &paths {
@@ -162,6 +182,40 @@ pub fn run(a: BenchArgs) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// Prints what a type costs before its first row: quantforge's first row on the best
+/// path (its tables are static data, so this is page faults and the row itself) and,
+/// built with ggml, `ggml_quantize_init`, which builds the i-quants' search data and is
+/// left out of ggml-ref's rate (the runs after the first find it built).
+fn startup(ty: GgmlType, x: &[f32], imatrix: &[f32]) -> Result<()> {
+    let codec = Codec::best(ty);
+    let row = &x[..N_PER_ROW];
+    let w = uses_imatrix(ty).then_some(imatrix);
+    let mut q = vec![0u8; ty.row_size(N_PER_ROW)?];
+    let t = Instant::now();
+    codec.quantize(row, N_PER_ROW, w, &mut q)?;
+    let first = t.elapsed();
+    let t = Instant::now();
+    codec.quantize(row, N_PER_ROW, w, &mut q)?;
+    let second = t.elapsed();
+    print!(
+        "{}: quantforge first row {:.3} ms (then {:.3} ms)",
+        ty.name(),
+        first.as_secs_f64() * 1e3,
+        second.as_secs_f64() * 1e3
+    );
+    #[cfg(feature = "ggml")]
+    {
+        let t = Instant::now();
+        ggml_ref::quantize_init(ty.code());
+        print!(
+            "; ggml_quantize_init {:.3} s (not in ggml-ref's rate)",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    println!();
     Ok(())
 }
 

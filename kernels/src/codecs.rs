@@ -187,9 +187,9 @@ codecs! {
     TQ2_0: both(tq2_0), -, (tq2_0::TQ2_0, finds), 1.0;
     IQ4_NL: both(iq4_nl), imatrix, (iq4_nl_iq4_xs::IQ4_NL), 25.0;
     IQ4_XS: both(iq4_xs), imatrix, (iq4_nl_iq4_xs::IQ4_XS), 25.0;
-    IQ2_XXS: dequantize(iq2_xxs), -, -, -;
-    IQ2_XS: dequantize(iq2_xs), -, -, -;
-    IQ2_S: dequantize(iq2_s), -, -, -;
+    IQ2_XXS: both(iq2_xxs), required, -, 200.0;
+    IQ2_XS: both(iq2_xs), required, -, 200.0;
+    IQ2_S: both(iq2_s), imatrix, -, 200.0;
     IQ3_XXS: dequantize(iq3_xxs), -, -, -;
     IQ3_S: dequantize(iq3_s), -, -, -;
     IQ1_S: dequantize(iq1_s), -, -, -;

@@ -1,11 +1,94 @@
 //! iq2_s: 256 weights per super-block, 2.5625 bits each. Groups of 8 weights are one of
 //! 1024 points of [`IQ2S_GRID`] (8 low index bits in `qs`, 2 high bits in `qh`) with 8
 //! explicit sign bits; each half of a sub-block of 32 has a 4-bit scale.
-//! Mirrors ggml's `dequantize_row_iq2_s`; there is no quantizer here.
+//! Mirrors ggml's `quantize_iq2_s` (`quantize_row_iq2_s_impl`, which runs with or without
+//! an importance matrix) and `dequantize_row_iq2_s`.
 
-use super::iq2_xxs::put_signed;
+use super::iq_grid::IQ2S;
+use super::iq2_xs::search_pair;
+use super::iq2_xxs::{c_max, grid_index, max_of, put_signed, scale_code};
+use super::kquant::{importance_weights, sum_squares};
 use super::tables::IQ2S_GRID;
 use crate::blocks::{BlockIq2S, QK_K};
+use crate::num::F16Le;
+
+/// ggml's `GROUP_MAX_EPS_IQ2_S`: a group of 16 whose largest magnitude is below this is
+/// stored as zeros.
+const GROUP_MAX_EPS_IQ2_S: f32 = 1e-8;
+
+/// One row as `quantize_iq2_s` does it (`quantize_row_iq2_s_impl` per row). Without an
+/// importance matrix the weights are ggml's default `sigma2 / 4 + x * x`.
+pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockIq2S]) {
+    for (ibl, (xbl, block)) in x.chunks_exact(QK_K).zip(y).enumerate() {
+        let qw = imatrix.map(|w| &w[ibl * QK_K..(ibl + 1) * QK_K]);
+        quantize_block(xbl, qw, block);
+    }
+}
+
+/// One super-block: each group of 16 searched by itself (as iq2_xs, with 8 stored sign
+/// bits per 8 weights), then the 16 scales coded in 4 bits against `d = max_scale / 31`,
+/// `d` itself stored shrunk by 0.9875.
+fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, block: &mut BlockIq2S) {
+    *block = bytemuck::Zeroable::zeroed();
+    // ggml's sigma2 here is twice the mean square of this super-block.
+    let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+    let mut scales = [0.0f32; QK_K / 16];
+    let mut max_scale = 0.0f32;
+    for (ib, xb) in xbl.chunks_exact(16).enumerate() {
+        let mut weight = [0.0f32; 16];
+        match qw {
+            Some(qw) => importance_weights(xb, &qw[16 * ib..16 * ib + 16], sigma2, &mut weight),
+            None => {
+                for (w, &v) in weight.iter_mut().zip(xb) {
+                    *w = 0.25 * sigma2 + v * v;
+                }
+            }
+        }
+        let waux = weight.map(f32::sqrt);
+        let mut xval = [0.0f32; 16];
+        let mut signs = [0u8; 2];
+        for (i, (v, &x)) in xval.iter_mut().zip(xb).enumerate() {
+            if x >= 0.0 {
+                *v = x;
+            } else {
+                *v = -x;
+                signs[i / 8] |= 1 << (i % 8);
+            }
+        }
+        let max = max_of(&xval);
+        if max < GROUP_MAX_EPS_IQ2_S {
+            continue;
+        }
+        let Some((mut scale, l)) = search_pair(&IQ2S, &xval, &weight, &waux, max) else {
+            continue;
+        };
+        if scale < 0.0 {
+            // The scale is stored unsigned, so every sign flips.
+            scale = -scale;
+            signs = signs.map(|s| !s);
+        }
+        for (k, (lk, &s)) in l.chunks_exact(8).zip(&signs).enumerate() {
+            let i8 = 2 * ib + k;
+            let index = grid_index(&IQ2S, lk);
+            block.qs[i8] = index as u8;
+            block.qh[i8 / 4] |= ((index >> 8) << (2 * (i8 % 4))) as u8;
+            block.qs[QK_K / 8 + i8] = s;
+        }
+        scales[ib] = scale;
+        max_scale = c_max(max_scale, scale);
+    }
+    // With every scale 0, ggml leaves the grid indices and signs already written (of
+    // groups whose fit came out 0) in the block, with d = 0.
+    if max_scale == 0.0 {
+        return;
+    }
+    let d = max_scale / 31.0;
+    block.d = F16Le::from_f32(d * 0.9875);
+    let id = 1.0 / d;
+    for (sc, pair) in block.scales.iter_mut().zip(scales.chunks_exact(2)) {
+        *sc = (scale_code(id, pair[0]) | (scale_code(id, pair[1]) << 4)) as u8;
+    }
+}
 
 /// `dequantize_row_iq2_s`: the first 32 bytes of `qs` are grid index low bits, the last
 /// 32 the signs; group `l` of sub-block `ib32` takes index bits 8-9 from bits `2l..2l+2`
@@ -34,6 +117,43 @@ pub fn dequantize_row(x: &[BlockIq2S], y: &mut [f32]) {
 mod tests {
     use super::*;
     use crate::num::F16Le;
+    use crate::scalar::testing;
+
+    #[test]
+    fn zero_row_gives_an_empty_block() {
+        for imatrix in [None, Some(&[1.0f32; QK_K][..])] {
+            let mut y = [bytemuck::Zeroable::zeroed()];
+            quantize_row(&[0.0; QK_K], imatrix, &mut y);
+            let block: BlockIq2S = y[0];
+            assert_eq!(bytemuck::bytes_of(&block), &[0u8; 82][..]);
+        }
+    }
+
+    #[test]
+    fn signs_are_stored_as_given() {
+        // 8 explicit sign bits: an odd number of negatives is kept.
+        let mut x = testing::wave(QK_K, 3);
+        for v in &mut x {
+            *v = v.abs() + 0.5;
+        }
+        x[0] = -x[0];
+        let y = testing::round_trip(quantize_row, dequantize_row, &x, None);
+        assert!(y[0] < 0.0 && y[1..].iter().all(|&v| v > 0.0));
+    }
+
+    #[test]
+    fn round_trip_error_is_bounded() {
+        let x = testing::wave(4 * QK_K, 13);
+        let w: Vec<f32> = testing::wave(x.len(), 2)
+            .iter()
+            .map(|v| v.abs() + 0.1)
+            .collect();
+        for imatrix in [None, Some(&w[..])] {
+            let y = testing::round_trip(quantize_row, dequantize_row, &x, imatrix);
+            let rmse = testing::rmse(&x, &y);
+            assert!(rmse < 0.25, "rmse {rmse}");
+        }
+    }
 
     #[test]
     fn hand_built_block() {

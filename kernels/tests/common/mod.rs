@@ -87,6 +87,28 @@ pub fn tame_rows(n_per_row: usize) -> impl Strategy<Value = Vec<f32>> {
         .prop_map(|(e, v)| v.into_iter().map(|x| x * 10f32.powi(e)).collect())
 }
 
+/// The largest magnitude in [`searchable_rows`]. ggml's i-quant searches weigh squared
+/// distances by the square roots of weights that grow with `x^2`; from about 1e12 on
+/// those distances overflow to infinity, no grid point is nearer than `FLT_MAX`, and ggml
+/// aborts on an assert (`iq2_find_best_neighbour`'s `grid_index >= 0`).
+pub const SEARCHABLE_MAX: f32 = 1e10;
+
+/// [`rows`] for ggml's grid i-quant quantizers: every magnitude above [`SEARCHABLE_MAX`]
+/// is divided by 1e10 until it is not, so a chunk drawn at 1e30 keeps its spread at 1e10
+/// (the overflowing sums of the scale search, which do not abort, are still reached).
+pub fn searchable_rows(n_per_row: usize) -> impl Strategy<Value = Vec<f32>> {
+    rows(n_per_row).prop_map(|r| {
+        r.into_iter()
+            .map(|mut v| {
+                while v.abs() > SEARCHABLE_MAX {
+                    v /= 1e10;
+                }
+                v
+            })
+            .collect()
+    })
+}
+
 pub fn imatrix(n_per_row: usize) -> impl Strategy<Value = Vec<f32>> {
     prop::collection::vec(
         prop_oneof![Just(0.0f32), 0.0f32..1.0, 0.0f32..1e4, 1e-20f32..1e-10],

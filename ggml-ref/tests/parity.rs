@@ -33,6 +33,37 @@ fn row_lengths(ty: GgmlType) -> Vec<usize> {
     vec![b, 2 * b, 3 * b]
 }
 
+/// The largest magnitude given to the quantizers of [`aborts_on_huge_values`].
+const HUGE: f32 = (1u64 << 33) as f32;
+
+/// Types whose ggml quantizer aborts the process (`GGML_ASSERT` in its grid-neighbour
+/// search) on some finite rows: once the weighted distances overflow to infinity, beyond
+/// magnitudes of about 1e12, no candidate is nearer than `FLT_MAX`.
+fn aborts_on_huge_values(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::IQ3_XXS | GgmlType::IQ3_S)
+}
+
+/// Adversarial rows for `ty`'s quantizer; for a type of [`aborts_on_huge_values`], each
+/// 32-value chunk is scaled by a power of two (exactly, bar underflow) until its largest
+/// magnitude is at most [`HUGE`], keeping its ties and ratios.
+fn quantizer_rows(ty: GgmlType, n: usize) -> impl Strategy<Value = Vec<f32>> {
+    rows(n).prop_map(move |mut x| {
+        if aborts_on_huge_values(ty) {
+            for chunk in x.chunks_mut(32) {
+                let amax = chunk.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                let mut scale = 1.0f32;
+                while amax * scale > HUGE {
+                    scale *= 2f32.powi(-32);
+                }
+                for v in chunk {
+                    *v *= scale;
+                }
+            }
+        }
+        x
+    })
+}
+
 fn ours_quantize(ty: GgmlType, x: &[f32], n: usize, w: Option<&[f32]>) -> Vec<u8> {
     let mut dst = vec![0u8; x.len() / n * ty.row_size(n).unwrap()];
     quantforge_kernels::Codec::new(ty, Isa::Scalar)
@@ -113,7 +144,7 @@ macro_rules! quantize_parity {
                 #![proptest_config(config())]
 
                 #[test]
-                fn without_imatrix((n, x) in lengths().prop_flat_map(|n| (Just(n), rows(n)))) {
+                fn without_imatrix((n, x) in lengths().prop_flat_map(|n| (Just(n), quantizer_rows(TY, n)))) {
                     if quantforge_kernels::requires_imatrix(TY) {
                         // ggml aborts the process; quantforge refuses with an error.
                         let mut dst = vec![0u8; x.len() / n * TY.row_size(n).unwrap()];
@@ -128,7 +159,7 @@ macro_rules! quantize_parity {
                 }
 
                 #[test]
-                fn with_imatrix((n, x, w) in lengths().prop_flat_map(|n| (Just(n), rows(n), imatrix(n)))) {
+                fn with_imatrix((n, x, w) in lengths().prop_flat_map(|n| (Just(n), quantizer_rows(TY, n), imatrix(n)))) {
                     check_quantize(TY, &x, n, Some(&w))?;
                 }
             }
@@ -147,7 +178,7 @@ macro_rules! dequantize_parity {
             }
 
             fn source_rows(n: usize) -> BoxedStrategy<Vec<f32>> {
-                if quantforge_kernels::can_quantize(TY) { rows(n).boxed() } else { tame_rows(n).boxed() }
+                if quantforge_kernels::can_quantize(TY) { quantizer_rows(TY, n).boxed() } else { tame_rows(n).boxed() }
             }
 
             proptest! {
@@ -178,6 +209,7 @@ mod quantize {
         q8_1: Q8_1, mxfp4: MXFP4, nvfp4: NVFP4, tq1_0: TQ1_0, tq2_0: TQ2_0,
         q2_k: Q2_K, q3_k: Q3_K, q4_k: Q4_K, q5_k: Q5_K, q6_k: Q6_K, q8_k: Q8_K,
         iq4_nl: IQ4_NL, iq4_xs: IQ4_XS,
+        iq3_xxs: IQ3_XXS, iq3_s: IQ3_S,
     }
 }
 
@@ -201,7 +233,7 @@ fn suite_covers_every_supported_type() {
     let q = [
         "f16", "bf16", "q1_0", "q2_0", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1", "mxfp4",
         "nvfp4", "tq1_0", "tq2_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q8_K", "iq4_nl",
-        "iq4_xs",
+        "iq4_xs", "iq3_xxs", "iq3_s",
     ];
     for &ty in GgmlType::ALL {
         if ty == GgmlType::F32 {

@@ -190,8 +190,8 @@ codecs! {
     IQ2_XXS: dequantize(iq2_xxs), -, -, -;
     IQ2_XS: dequantize(iq2_xs), -, -, -;
     IQ2_S: dequantize(iq2_s), -, -, -;
-    IQ3_XXS: dequantize(iq3_xxs), -, -, -;
-    IQ3_S: dequantize(iq3_s), -, -, -;
+    IQ3_XXS: both(iq3_xxs), imatrix, -, 200.0;
+    IQ3_S: both(iq3_s), imatrix, -, 200.0;
     IQ1_S: dequantize(iq1_s), -, -, -;
     IQ1_M: dequantize(iq1_m), -, -, -;
     I8: none(), -, -, -;

@@ -197,7 +197,7 @@ mod quantize {
         q8_1: Q8_1, mxfp4: MXFP4, nvfp4: NVFP4, tq1_0: TQ1_0, tq2_0: TQ2_0,
         q2_k: Q2_K, q3_k: Q3_K, q4_k: Q4_K, q5_k: Q5_K, q6_k: Q6_K, q8_k: Q8_K,
         iq4_nl: IQ4_NL, iq4_xs: IQ4_XS,
-        iq2_xxs: IQ2_XXS, iq2_xs: IQ2_XS, iq2_s: IQ2_S,
+        iq2_xxs: IQ2_XXS, iq2_xs: IQ2_XS, iq2_s: IQ2_S, iq3_xxs: IQ3_XXS, iq3_s: IQ3_S,
     }
 }
 
@@ -221,7 +221,7 @@ fn suite_covers_every_supported_type() {
     let q = [
         "f16", "bf16", "q1_0", "q2_0", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1", "mxfp4",
         "nvfp4", "tq1_0", "tq2_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q8_K", "iq4_nl",
-        "iq4_xs", "iq2_xxs", "iq2_xs", "iq2_s",
+        "iq4_xs", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s",
     ];
     for &ty in GgmlType::ALL {
         if ty == GgmlType::F32 {

@@ -190,8 +190,8 @@ codecs! {
     IQ2_XXS: both(iq2_xxs), required, -, 200.0;
     IQ2_XS: both(iq2_xs), required, -, 200.0;
     IQ2_S: both(iq2_s), imatrix, -, 200.0;
-    IQ3_XXS: dequantize(iq3_xxs), -, -, -;
-    IQ3_S: dequantize(iq3_s), -, -, -;
+    IQ3_XXS: both(iq3_xxs), imatrix, -, 200.0;
+    IQ3_S: both(iq3_s), imatrix, -, 200.0;
     IQ1_S: dequantize(iq1_s), -, -, -;
     IQ1_M: dequantize(iq1_m), -, -, -;
     I8: none(), -, -, -;

@@ -1,10 +1,307 @@
 //! iq3_xxs: 256 weights per super-block, 3.0625 bits each. Groups of 4 weights are one
 //! point of [`IQ3XXS_GRID`]; 8 weights share 7 stored sign bits; each sub-block of 32 has
-//! a 4-bit scale. Mirrors ggml's `dequantize_row_iq3_xxs`; there is no quantizer here.
+//! a 4-bit scale. Mirrors ggml's `quantize_iq3_xxs` and `dequantize_row_iq3_xxs`, and
+//! holds the sub-block search iq3_xxs and [`super::iq3_s`] share: ggml's
+//! `quantize_row_iq3_xxs_impl`, its near-copy `quantize_row_iq3_s_impl` (the differences
+//! are the fields of [`Iq3Rules`]) and `iq3_find_best_neighbour`.
 
+use super::iq_grid::{IQ3XXS, IqGrid, Lookup, Neighbours};
 use super::iq2_xxs::put_signed;
 use super::tables::{IQ3XXS_GRID, KSIGNS_IQ2XS};
 use crate::blocks::{BlockIq3Xxs, QK_K};
+use crate::num::{F16Le, nearest_int};
+
+/// Levels per coordinate of the iq3 grids (ggml's `kMaxQ`): a coordinate is `2l + 1`.
+const K_MAX_Q: i32 = 8;
+
+/// How ggml's iq3_xxs and iq3_s searches of a sub-block of 32 differ.
+pub(super) struct Iq3Rules {
+    /// The grid and its search data.
+    pub grid: &'static IqGrid<4>,
+    /// The scale search tries `id = (15 + 0.2 * is) / max` for `is` in `-steps..=steps`.
+    pub steps: i32,
+    /// iq3_xxs stores 7 sign bits per 8 weights: an odd count of negatives is made even by
+    /// flipping the weight with the least `w * x * x` (the 8th sign is the parity).
+    pub even_signs: bool,
+    /// A sub-block whose largest `|x|` (after that flip) is below this is stored as zero.
+    pub zero_below: f32,
+    /// What the groups count as before any candidate scale wins: if none ever does, the
+    /// refinement runs only when some group is marked off the grid.
+    pub on_grid_before_search: bool,
+    /// Whether the refinement also re-quantizes the groups that were on the grid.
+    pub refine_on_grid: bool,
+}
+
+/// `quantize_row_iq3_xxs_impl` with `grid_size = 256`.
+pub(super) static IQ3XXS_RULES: Iq3Rules = Iq3Rules {
+    grid: &IQ3XXS,
+    steps: 15,
+    even_signs: true,
+    // ggml's GROUP_MAX_EPS_IQ3_XXS.
+    zero_below: 1e-8,
+    on_grid_before_search: true,
+    refine_on_grid: false,
+};
+
+/// One sub-block of 32 as the search leaves it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Iq3SubBlock {
+    /// The sub-block's scale (`>= 0` for every input ggml accepts).
+    pub scale: f32,
+    /// The grid index of each group of 4 weights.
+    pub grid: [u16; 8],
+    /// Per group of 8 weights, bit `i` set when weight `i` is stored negative (7 bits for
+    /// iq3_xxs).
+    pub signs: [u8; 4],
+}
+
+/// One super-block `xbl` of 256 weights searched sub-block by sub-block, with the
+/// importance weights `qw` of the same span if any (`None` for a sub-block stored as
+/// zero). The weights are `qw * sqrt(sigma2 + x^2)`, `sigma2 = 2 * mean(x^2)`, or `x^2`
+/// without an importance matrix.
+pub(super) fn search_super_block(
+    rules: &Iq3Rules,
+    xbl: &[f32],
+    qw: Option<&[f32]>,
+) -> [Option<Iq3SubBlock>; QK_K / 32] {
+    let mut sumx2 = 0.0f32;
+    for &v in xbl {
+        sumx2 += v * v;
+    }
+    let sigma2 = 2.0 * sumx2 / QK_K as f32;
+    std::array::from_fn(|ib| {
+        let xb = &xbl[32 * ib..32 * (ib + 1)];
+        let weight: [f32; 32] = match qw {
+            Some(qw) => {
+                let qw = &qw[32 * ib..32 * (ib + 1)];
+                std::array::from_fn(|i| qw[i] * (sigma2 + xb[i] * xb[i]).sqrt())
+            }
+            None => std::array::from_fn(|i| xb[i] * xb[i]),
+        };
+        search_sub_block(rules, xb, &weight)
+    })
+}
+
+/// The super-block scale `d = max_scale / 31` (before ggml's fudge factor) and each
+/// sub-block's 4-bit code `nearest_int(0.5 * (scale / d - 1))` (a zero sub-block counts
+/// as scale 0), or `None` when every scale is zero.
+pub(super) fn scale_codes(subs: &[Option<Iq3SubBlock>; QK_K / 32]) -> Option<(f32, [u8; 8])> {
+    let mut max_scale = 0.0f32;
+    for sub in subs.iter().flatten() {
+        max_scale = c_max(max_scale, sub.scale);
+    }
+    if max_scale == 0.0 {
+        return None;
+    }
+    let d = max_scale / 31.0;
+    let id = 1.0 / d;
+    let codes = std::array::from_fn(|ib| {
+        let scale = subs[ib].map_or(0.0, |s| s.scale);
+        nearest_int(0.5 * (id * scale - 1.0)).clamp(0, 15) as u8
+    });
+    Some((d, codes))
+}
+
+/// C's `MAX(a, b)` on floats: `a > b ? a : b`.
+#[inline(always)]
+fn c_max(a: f32, b: f32) -> f32 {
+    if a > b { a } else { b }
+}
+
+/// The search of one sub-block `xb` of 32 weights with weights `weight`: the signs
+/// split off, the best of `2 * steps + 1` candidate scales (each group of 4 rounded to
+/// its lattice point, or to the best listed grid neighbour when that is off the grid),
+/// then the groups re-quantized at the winning scale and the scale refitted.
+fn search_sub_block(rules: &Iq3Rules, xb: &[f32], weight: &[f32; 32]) -> Option<Iq3SubBlock> {
+    let grid = rules.grid;
+    let waux: [f32; 32] = std::array::from_fn(|i| weight[i].sqrt());
+    let mut xval = [0.0f32; 32];
+    let mut signs = [0u8; 4];
+    for (k, s) in signs.iter_mut().enumerate() {
+        let mut nflip = 0;
+        for i in 8 * k..8 * k + 8 {
+            if xb[i] >= 0.0 {
+                xval[i] = xb[i];
+            } else {
+                xval[i] = -xb[i];
+                nflip += 1;
+                *s |= 1 << (i - 8 * k);
+            }
+        }
+        if rules.even_signs && nflip % 2 == 1 {
+            let mut imin = 8 * k;
+            let mut min = weight[imin] * xb[imin] * xb[imin];
+            for i in 8 * k + 1..8 * k + 8 {
+                let ax = weight[i] * xb[i] * xb[i];
+                if ax < min {
+                    min = ax;
+                    imin = i;
+                }
+            }
+            // The weight is stored with the wrong sign, so its xval is negative.
+            xval[imin] = -xval[imin];
+            *s ^= 1 << (imin - 8 * k);
+        }
+        if rules.even_signs {
+            *s &= 127;
+        }
+    }
+    let max = xval[1..].iter().fold(xval[0], |m, &v| c_max(m, v));
+    if max < rules.zero_below {
+        return None;
+    }
+
+    let mut best = 0.0f32;
+    let mut scale = max / (2 * K_MAX_Q - 1) as f32;
+    // Grid point 0 is levels 0, what ggml's zeroed L holds until a candidate wins.
+    let mut chosen = [0u16; 8];
+    let mut on_grid = [rules.on_grid_before_search; 8];
+    for is in -rules.steps..=rules.steps {
+        let id = ((2 * K_MAX_Q - 1) as f32 + is as f32 * 0.2) / max;
+        let this_scale = 1.0 / id;
+        let mut candidate = [0u16; 8];
+        let mut candidate_on_grid = [true; 8];
+        for k in 0..8 {
+            let g = 4 * k..4 * k + 4;
+            (candidate[k], candidate_on_grid[k]) =
+                snap(grid, &xval[g.clone()], &waux[g], id, this_scale);
+        }
+        let (sumqx, sumq2) = weighted_sums(grid, weight, &xval, &candidate);
+        if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
+            scale = sumqx / sumq2;
+            best = scale * sumqx;
+            chosen = candidate;
+            on_grid = candidate_on_grid;
+        }
+    }
+
+    if on_grid.contains(&false) && scale > 0.0 {
+        let id = 1.0 / scale;
+        for k in 0..8 {
+            if on_grid[k] && !rules.refine_on_grid {
+                continue;
+            }
+            let g = 4 * k..4 * k + 4;
+            chosen[k] = snap(grid, &xval[g.clone()], &waux[g], id, scale).0;
+        }
+        let (sumqx, sumq2) = weighted_sums(grid, weight, &xval, &chosen);
+        if sumq2 > 0.0 {
+            scale = sumqx / sumq2;
+        }
+    }
+    if scale < 0.0 {
+        // ggml: "should never happen" (it can, through iq3_xxs's flipped weight); the
+        // scale is stored unsigned, so every sign is flipped instead.
+        scale = -scale;
+        let mask = if rules.even_signs { 127 } else { 255 };
+        for s in &mut signs {
+            *s = !*s & mask;
+        }
+    }
+    Some(Iq3SubBlock {
+        scale,
+        grid: chosen,
+        signs,
+    })
+}
+
+/// The grid point for the group `xv` (weights `wv`) at inverse scale `id`: the lattice
+/// point `clamp(nearest_int(0.5 * (id * x - 1)), 0, 7)` if it is on the grid (then `true`),
+/// else its listed neighbour nearest at `scale` (then `false`).
+#[inline(always)]
+fn snap(grid: &IqGrid<4>, xv: &[f32], wv: &[f32], id: f32, scale: f32) -> (u16, bool) {
+    let levels: [i8; 4] =
+        std::array::from_fn(|i| nearest_int(0.5 * (id * xv[i] - 1.0)).clamp(0, K_MAX_Q - 1) as i8);
+    match grid.lookup(grid.index(&levels)) {
+        Lookup::On(j) => (j as u16, true),
+        Lookup::Off(neighbours) => (best_neighbour(grid, neighbours, xv, wv, scale), false),
+    }
+}
+
+/// `iq3_find_best_neighbour`: the first of `neighbours` with the least
+/// `sum(wv * (scale * q - x)^2)`. ggml asserts (aborting the process) when no distance is
+/// below `FLT_MAX`, which happens only when they overflow or are NaN (inputs beyond about
+/// 1e12, or weights of that order); the first neighbour is kept then.
+fn best_neighbour(
+    grid: &IqGrid<4>,
+    neighbours: Neighbours,
+    xv: &[f32],
+    wv: &[f32],
+    scale: f32,
+) -> u16 {
+    let mut best_d2 = f32::MAX;
+    let mut best = None;
+    for j in neighbours.iter() {
+        let p = grid.point(j);
+        let mut d2 = 0.0f32;
+        for i in 0..4 {
+            let diff = scale * p[i] as f32 - xv[i];
+            d2 += wv[i] * diff * diff;
+        }
+        if d2 < best_d2 {
+            best_d2 = d2;
+            best = Some(j);
+        }
+    }
+    best.or_else(|| neighbours.iter().next())
+        .expect("every off-grid lattice point has neighbours") as u16
+}
+
+/// `(sum w * x * q, sum w * q * q)` over the sub-block, `q` the coordinates (`2l + 1`) of
+/// the grid points `chosen`.
+fn weighted_sums(
+    grid: &IqGrid<4>,
+    weight: &[f32; 32],
+    xval: &[f32; 32],
+    chosen: &[u16; 8],
+) -> (f32, f32) {
+    let mut sumqx = 0.0f32;
+    let mut sumq2 = 0.0f32;
+    for (k, &j) in chosen.iter().enumerate() {
+        let p = grid.point(j as usize);
+        for i in 0..4 {
+            let w = weight[4 * k + i];
+            let q = p[i] as f32;
+            sumqx += w * xval[4 * k + i] * q;
+            sumq2 += w * q * q;
+        }
+    }
+    (sumqx, sumq2)
+}
+
+/// One row as `quantize_iq3_xxs` does it, with or without importance weights (ggml's
+/// `quantize_row_iq3_xxs_ref` is the same without them).
+pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockIq3Xxs]) {
+    debug_assert_eq!(x.len(), y.len() * QK_K);
+    for (ibl, (xbl, block)) in x.chunks_exact(QK_K).zip(y.iter_mut()).enumerate() {
+        let qw = imatrix.map(|w| &w[ibl * QK_K..(ibl + 1) * QK_K]);
+        let subs = search_super_block(&IQ3XXS_RULES, xbl, qw);
+        *block = bytemuck::Zeroable::zeroed();
+        let Some((d, codes)) = scale_codes(&subs) else {
+            continue;
+        };
+        // ggml's "small improvement via this fudge factor".
+        block.d = F16Le::from_f32(d * 1.0125);
+        let (qs, scales_and_signs) = block.qs.split_at_mut(QK_K / 4);
+        for (ib, ((sub, q8), word)) in subs
+            .iter()
+            .zip(qs.chunks_exact_mut(8))
+            .zip(scales_and_signs.chunks_exact_mut(4))
+            .enumerate()
+        {
+            let mut aux32 = (codes[ib] as u32) << 28;
+            if let Some(sub) = sub {
+                for (q, &j) in q8.iter_mut().zip(&sub.grid) {
+                    *q = j as u8;
+                }
+                for (l, &s) in sub.signs.iter().enumerate() {
+                    aux32 |= (s as u32) << (7 * l);
+                }
+            }
+            word.copy_from_slice(&aux32.to_le_bytes());
+        }
+    }
+}
 
 /// The two 4-byte grid points `a` and `b` as one group of 8 bytes, `a` first.
 #[inline(always)]
@@ -40,8 +337,68 @@ pub fn dequantize_row(x: &[BlockIq3Xxs], y: &mut [f32]) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::iq_grid::IQ3S;
+    use super::super::testing;
     use super::*;
-    use crate::num::F16Le;
+
+    fn round_trip(x: &[f32], w: Option<&[f32]>) -> Vec<f32> {
+        testing::round_trip(quantize_row, dequantize_row, x, w)
+    }
+
+    #[test]
+    fn grid_point_zero_is_levels_zero() {
+        // The search starts from grid index 0 where ggml starts from levels 0.
+        assert_eq!(IQ3XXS.point(0), [1; 4]);
+        assert_eq!(IQ3S.point(0), [1; 4]);
+    }
+
+    #[test]
+    fn round_trip_error_is_bounded() {
+        let x = testing::wave(4 * QK_K, 11);
+        let w: Vec<f32> = testing::wave(x.len(), 5)
+            .iter()
+            .map(|v| v.abs() + 0.01)
+            .collect();
+        for y in [round_trip(&x, None), round_trip(&x, Some(&w))] {
+            let rmse = testing::rmse(&x, &y);
+            assert!(rmse < 0.2, "rmse {rmse}");
+        }
+    }
+
+    #[test]
+    fn zero_row_is_a_zero_block() {
+        let mut y = [bytemuck::Zeroable::zeroed()];
+        quantize_row(&[0.0; QK_K], None, &mut y);
+        assert_eq!(y[0], bytemuck::Zeroable::zeroed());
+        quantize_row(&[1e-9; QK_K], Some(&[1.0; QK_K]), &mut y);
+        assert_eq!(y[0], bytemuck::Zeroable::zeroed());
+    }
+
+    #[test]
+    fn odd_negatives_flip_the_least_important_weight() {
+        // Three negatives in the first group of 8: the smallest |x| (element 5) is stored
+        // with the wrong sign, so the 7 stored bits (elements 0 and 2) imply an even count.
+        let mut x = [0.5f32; QK_K];
+        x[0] = -1.0;
+        x[2] = -0.75;
+        x[5] = -0.125;
+        let mut y = [bytemuck::Zeroable::zeroed()];
+        quantize_row(&x, None, &mut y);
+        let aux32 = u32::from_le_bytes([y[0].qs[64], y[0].qs[65], y[0].qs[66], y[0].qs[67]]);
+        assert_eq!(aux32 & 127, 0b101);
+        let mut back = [0.0f32; QK_K];
+        dequantize_row(&y, &mut back);
+        assert!(back[0] < 0.0 && back[2] < 0.0 && back[5] > 0.0);
+    }
+
+    #[test]
+    fn huge_values_do_not_panic() {
+        // ggml aborts here (no neighbour nearer than FLT_MAX); this keeps the first one.
+        let x: Vec<f32> = testing::wave(QK_K, 3).iter().map(|v| v * 3e38).collect();
+        for w in [None, Some(&[0.0; QK_K][..]), Some(&[1e4; QK_K][..])] {
+            round_trip(&x, w);
+        }
+    }
 
     #[test]
     fn hand_built_block() {

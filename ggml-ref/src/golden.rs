@@ -170,7 +170,11 @@ pub fn files() -> Vec<(String, Vec<u8>)> {
             ));
         }
         if can_dequantize(ty) && ty != GgmlType::F32 {
-            let source = if can_quantize(ty) { &x } else { &tame };
+            let source = if can_quantize(ty) && !searches_grid(ty) {
+                &x
+            } else {
+                &tame
+            };
             let own = quantize_chunk(ty.code(), source, N_PER_ROW, Some(&w));
             let y = dequantize_row(ty.code(), &own).expect("ggml dequantizes what we do");
             files.push((format!("{name}.blocks.bin"), own));

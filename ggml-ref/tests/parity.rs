@@ -120,7 +120,11 @@ macro_rules! quantize_parity {
                         let r = quantforge_kernels::Codec::new(TY, Isa::Scalar)
                             .unwrap()
                             .quantize(&x, n, None, &mut dst);
-                        prop_assert!(matches!(r, Err(quantforge_kernels::Error::ImatrixRequired { .. })));
+                        prop_assert!(
+                            matches!(r, Err(quantforge_kernels::Error::ImatrixRequired { .. })),
+                            "expected ImatrixRequired, got {:?}",
+                            r
+                        );
                     } else {
                         check_quantize(TY, &x, n, None)?;
                     }

@@ -192,8 +192,8 @@ codecs! {
     IQ2_S: dequantize(iq2_s), -, -, -;
     IQ3_XXS: dequantize(iq3_xxs), -, -, -;
     IQ3_S: dequantize(iq3_s), -, -, -;
-    IQ1_S: dequantize(iq1_s), -, -, -;
-    IQ1_M: dequantize(iq1_m), -, -, -;
+    IQ1_S: both(iq1_s), required, -, 200.0;
+    IQ1_M: both(iq1_m), imatrix, -, 200.0;
     I8: none(), -, -, -;
     I16: none(), -, -, -;
     I32: none(), -, -, -;

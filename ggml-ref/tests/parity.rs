@@ -42,12 +42,41 @@ fn ours_quantize(ty: GgmlType, x: &[f32], n: usize, w: Option<&[f32]>) -> Vec<u8
     dst
 }
 
+/// For a type whose ggml quantizer aborts the process or reads past a group on some
+/// extreme finite rows (the iq1 types, see `quantforge_kernels::scalar::iq1_s`), whether
+/// ggml gives a row (with the importance matrix, if any) bytes at all.
+fn ggml_quantizes(ty: GgmlType) -> Option<fn(&[f32], Option<&[f32]>) -> bool> {
+    use quantforge_kernels::scalar::{iq1_m, iq1_s};
+    match ty {
+        GgmlType::IQ1_S => Some(iq1_s::ggml_quantizes),
+        GgmlType::IQ1_M => Some(iq1_m::ggml_quantizes),
+        _ => None,
+    }
+}
+
+/// The rows of `x` that ggml's quantizer for `ty` gives bytes: quantforge writes bytes
+/// for every row, and the others are left out of the comparison.
+fn ggml_rows(ty: GgmlType, x: &[f32], n: usize, w: Option<&[f32]>) -> Vec<f32> {
+    match ggml_quantizes(ty) {
+        Some(quantizes) => x
+            .chunks(n)
+            .filter(|r| quantizes(r, w))
+            .flatten()
+            .copied()
+            .collect(),
+        None => x.to_vec(),
+    }
+}
+
 fn check_quantize(
     ty: GgmlType,
     x: &[f32],
     n: usize,
     w: Option<&[f32]>,
 ) -> Result<(), TestCaseError> {
+    // Every row is quantized without a panic; those ggml quantizes are compared.
+    ours_quantize(ty, x, n, w);
+    let x = &ggml_rows(ty, x, n, w)[..];
     let theirs = ggml::quantize_chunk(ty.code(), x, n, w);
     let ours = ours_quantize(ty, x, n, w);
     if ours != theirs {
@@ -180,6 +209,7 @@ macro_rules! dequantize_parity {
                 #[test]
                 fn ggml_blocks((n, x, w) in lengths().prop_flat_map(|n| (Just(n), source_rows(n), imatrix(n)))) {
                     // Blocks as ggml's own quantizer writes them (i-quants need the imatrix).
+                    let x = ggml_rows(TY, &x, n, Some(&w));
                     let bytes = ggml::quantize_chunk(TY.code(), &x, n, Some(&w));
                     check_dequantize(TY, &bytes)?;
                 }
@@ -198,6 +228,7 @@ mod quantize {
         q2_k: Q2_K, q3_k: Q3_K, q4_k: Q4_K, q5_k: Q5_K, q6_k: Q6_K, q8_k: Q8_K,
         iq4_nl: IQ4_NL, iq4_xs: IQ4_XS,
         iq2_xxs: IQ2_XXS, iq2_xs: IQ2_XS, iq2_s: IQ2_S, iq3_xxs: IQ3_XXS, iq3_s: IQ3_S,
+        iq1_s: IQ1_S, iq1_m: IQ1_M,
     }
 }
 
@@ -221,7 +252,7 @@ fn suite_covers_every_supported_type() {
     let q = [
         "f16", "bf16", "q1_0", "q2_0", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1", "mxfp4",
         "nvfp4", "tq1_0", "tq2_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q8_K", "iq4_nl",
-        "iq4_xs", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s",
+        "iq4_xs", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m",
     ];
     for &ty in GgmlType::ALL {
         if ty == GgmlType::F32 {
@@ -275,5 +306,110 @@ fn coverage_matches_ggml() {
             !ggml_dequantizes || quantforge_kernels::can_dequantize(ty),
             "{ty} dequantize"
         );
+    }
+}
+
+/// The rows quantforge says ggml's iq1 quantizers give no bytes do make ggml abort: a
+/// built overflow and the first such row of the adversarial strategy, each quantized by
+/// ggml in a child process (this test binary re-run on `ggml_quantize_child`), which
+/// must die on a GGML_ASSERT. A child spends about 14 s building ggml's iq1 search data.
+mod rows_without_ggml_bytes {
+    use super::*;
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    use std::process::Command;
+
+    const CHILD_ENV: &str = "QF_GGML_QUANTIZE_CHILD";
+
+    /// `ty`, then the row, then the weights if any: f32 bits in hex, comma-separated.
+    fn encode(ty: GgmlType, row: &[f32], w: Option<&[f32]>) -> String {
+        let hex = |v: &[f32]| {
+            v.iter()
+                .map(|f| format!("{:08x}", f.to_bits()))
+                .collect::<Vec<_>>()
+        };
+        let mut parts = vec![ty.name().to_string(), hex(row).join(",")];
+        parts.extend(w.map(|w| hex(w).join(",")));
+        parts.join(";")
+    }
+
+    fn decode(s: &str) -> (GgmlType, Vec<f32>, Option<Vec<f32>>) {
+        let mut parts = s.split(';');
+        let ty = GgmlType::from_name(parts.next().unwrap()).unwrap();
+        let floats = |p: &str| {
+            p.split(',')
+                .map(|h| f32::from_bits(u32::from_str_radix(h, 16).unwrap()))
+                .collect::<Vec<_>>()
+        };
+        let row = floats(parts.next().unwrap());
+        (ty, row, parts.next().map(floats))
+    }
+
+    /// Quantizes the row of `CHILD_ENV` with ggml; does nothing when run without it.
+    #[test]
+    fn ggml_quantize_child() {
+        if let Ok(s) = std::env::var(CHILD_ENV) {
+            let (ty, row, w) = decode(&s);
+            ggml::quantize_chunk(ty.code(), &row, row.len(), w.as_deref());
+        }
+    }
+
+    fn assert_ggml_aborts(ty: GgmlType, row: &[f32], w: Option<&[f32]>) {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "rows_without_ggml_bytes::ggml_quantize_child",
+                "--nocapture",
+            ])
+            .env(CHILD_ENV, encode(ty, row, w))
+            .env("GGML_NO_BACKTRACE", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains("GGML_ASSERT"),
+            "{ty} imatrix={}: ggml did not abort ({}): {stderr}\n row {row:?}\n weights {w:?}",
+            w.is_some(),
+            out.status
+        );
+    }
+
+    fn check(ty: GgmlType, with_imatrix: bool) {
+        const N: usize = 256;
+        let quantizes = ggml_quantizes(ty).unwrap();
+        // Built: 1e20 squared overflows, every weight is infinite, and the all-positive
+        // sub-blocks get the scale inf/inf = NaN.
+        let mut row = vec![0.5f32; N];
+        row[0] = 1e20;
+        let ones = vec![1.0f32; N];
+        let w = with_imatrix.then_some(&ones[..]);
+        assert!(!quantizes(&row, w));
+        assert_ggml_aborts(ty, &row, w);
+
+        let mut runner = TestRunner::deterministic();
+        for _ in 0..500 {
+            let x = rows(N).new_tree(&mut runner).unwrap().current();
+            let w = imatrix(N).new_tree(&mut runner).unwrap().current();
+            let w = with_imatrix.then_some(&w[..]);
+            if let Some(row) = x.chunks(N).find(|r| !quantizes(r, w)) {
+                assert_ggml_aborts(ty, row, w);
+                break;
+            }
+        }
+    }
+
+    #[test]
+    fn iq1_s() {
+        check(GgmlType::IQ1_S, true);
+    }
+
+    #[test]
+    fn iq1_m_with_imatrix() {
+        check(GgmlType::IQ1_M, true);
+    }
+
+    #[test]
+    fn iq1_m_without_imatrix() {
+        check(GgmlType::IQ1_M, false);
     }
 }

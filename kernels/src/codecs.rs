@@ -192,7 +192,7 @@ codecs! {
     IQ2_S: dequantize(iq2_s), -, -, -;
     IQ3_XXS: dequantize(iq3_xxs), -, -, -;
     IQ3_S: dequantize(iq3_s), -, -, -;
-    IQ1_S: both(iq1_s), required, -, 200.0;
+    IQ1_S: both(iq1_s), required, -, 300.0;
     IQ1_M: both(iq1_m), imatrix, -, 200.0;
     I8: none(), -, -, -;
     I16: none(), -, -, -;

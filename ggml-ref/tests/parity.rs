@@ -42,10 +42,13 @@ fn ours_quantize(ty: GgmlType, x: &[f32], n: usize, w: Option<&[f32]>) -> Vec<u8
     dst
 }
 
+/// Whether ggml's quantizer gives a row (with the importance matrix, if any) bytes.
+type RowTest = fn(&[f32], Option<&[f32]>) -> bool;
+
 /// For a type whose ggml quantizer aborts the process or reads past a group on some
 /// extreme finite rows (the iq1 types, see `quantforge_kernels::scalar::iq1_s`), whether
 /// ggml gives a row (with the importance matrix, if any) bytes at all.
-fn ggml_quantizes(ty: GgmlType) -> Option<fn(&[f32], Option<&[f32]>) -> bool> {
+fn ggml_quantizes(ty: GgmlType) -> Option<RowTest> {
     use quantforge_kernels::scalar::{iq1_m, iq1_s};
     match ty {
         GgmlType::IQ1_S => Some(iq1_s::ggml_quantizes),

@@ -192,7 +192,7 @@ codecs! {
     IQ2_S: both(iq2_s), imatrix, -, 200.0;
     IQ3_XXS: both(iq3_xxs), imatrix, -, 200.0;
     IQ3_S: both(iq3_s), imatrix, -, 200.0;
-    IQ1_S: both(iq1_s), required, -, 200.0;
+    IQ1_S: both(iq1_s), required, -, 300.0;
     IQ1_M: both(iq1_m), imatrix, -, 200.0;
     I8: none(), -, -, -;
     I16: none(), -, -, -;

@@ -120,6 +120,8 @@ fn bad_sizes_and_names_are_user_errors() {
     write_f32(&dir.path("x.f32"), &sample(300));
     std::fs::write(dir.path("odd.f32"), [0u8; 10]).unwrap();
     write_f32(&dir.path("w.f32"), &sample(100));
+    write_f32(&dir.path("y.f32"), &sample(512));
+    let y = s(&dir.path("y.f32")).to_string();
     let odd = s(&dir.path("odd.f32")).to_string();
     let missing = s(&dir.path("missing.f32")).to_string();
     let x = s(&dir.path("x.f32")).to_string();
@@ -143,9 +145,9 @@ fn bad_sizes_and_names_are_user_errors() {
         ),
         (
             &[
-                "codec", "quantize", "--type", "iq2_xxs", "--row", "256", &x, &o,
+                "codec", "quantize", "--type", "iq2_xxs", "--row", "256", &y, &o,
             ],
-            "not supported",
+            "needs an importance matrix",
         ),
         (
             &[
@@ -191,7 +193,10 @@ fn bad_sizes_and_names_are_user_errors() {
         &o,
     ]);
     assert_user_error(&out, "importance matrix length");
-    assert_eq!(dir.files(), ["odd.f32", "w.f32", "x.f32", "x320.f32"]);
+    assert_eq!(
+        dir.files(),
+        ["odd.f32", "w.f32", "x.f32", "x320.f32", "y.f32"]
+    );
 }
 
 #[test]
@@ -239,5 +244,6 @@ fn types_lists_the_catalogue() {
     };
     assert_eq!(row("q4_K"), ["yes", "yes", "yes", "yes"], "{text}");
     assert_eq!(row("q4_1"), ["yes", "yes", "yes", "-"], "{text}");
-    assert_eq!(row("iq2_xxs"), ["-", "yes", "-", "-"], "{text}");
+    // iq2_xxs has a scalar quantizer that ggml only runs with an importance matrix.
+    assert_eq!(row("iq2_xxs"), ["yes", "yes", "required", "-"], "{text}");
 }

@@ -11,9 +11,18 @@
 //!   grid index when `u` is on the grid, `-(offset + 1)` when not (`offset` into the
 //!   neighbour lists), `i32::MIN` for indices with a level the quantizers never produce;
 //! - `<name>.neighbours`: little-endian `u16`s, per off-grid point its count, then the
-//!   grid indices in ggml's order.
+//!   grid indices in ggml's order, padded to a multiple of [`PAD`] entries by repeating the
+//!   last one (a repeat never wins a first-index search, so lane-parallel searches can
+//!   read whole vectors of candidates);
+//! - `<name>.codes`: parallel to `<name>.neighbours` (the same `u16` offsets), each
+//!   candidate's lattice index `sum(l_k << bits*k)`, from which a vector search takes the
+//!   candidates' levels (0 in the count slots).
 
 use std::path::Path;
+
+/// Neighbour lists are padded to a multiple of this many entries: the widest vector of
+/// f32 lanes (AVX-512's 16).
+const PAD: usize = 16;
 
 #[allow(dead_code)]
 mod grids {
@@ -161,6 +170,23 @@ fn build(spec: &Spec, out: &Path) {
         }
         let count = neighbours.len() - start - 1;
         neighbours[start] = u16::try_from(count).unwrap();
+        let last = *neighbours.last().unwrap();
+        while !(neighbours.len() - start - 1).is_multiple_of(PAD) {
+            neighbours.push(last);
+        }
+    }
+    let mut codes: Vec<u16> = neighbours
+        .iter()
+        .map(|&j| {
+            points
+                .get(j as usize)
+                .map_or(0, |p| u16::try_from(index(p, spec.bits)).unwrap())
+        })
+        .collect();
+    for &entry in &map {
+        if entry < 0 && entry != i32::MIN {
+            codes[-(entry + 1) as usize] = 0;
+        }
     }
 
     let point_bytes: Vec<u8> = points
@@ -171,7 +197,9 @@ fn build(spec: &Spec, out: &Path) {
     let neighbour_bytes: Vec<u8> = neighbours.iter().flat_map(|v| v.to_le_bytes()).collect();
     write(out, spec.name, "points", &point_bytes);
     write(out, spec.name, "map", &map_bytes);
+    let code_bytes: Vec<u8> = codes.iter().flat_map(|v| v.to_le_bytes()).collect();
     write(out, spec.name, "neighbours", &neighbour_bytes);
+    write(out, spec.name, "codes", &code_bytes);
 }
 
 fn index(levels: &[u8], bits: usize) -> usize {

@@ -9,6 +9,7 @@
 //! is written as one whose values are all near zero, and [`ggml_quantizes`] tells which
 //! rows these are (see [`super::iq1_s`]).
 
+use super::iq_grid::{IqSearch, Serial};
 use super::iq1_s::{
     LEVELS_MINUS, LEVELS_PLUS, abs_max, c_max, put_shifted, snap_to_grid, sorted_order,
     split_levels, sub_block_scale,
@@ -20,7 +21,7 @@ use crate::num::{F16Le, fp16_to_fp32};
 
 /// `IQ1M_BLOCK_SIZE`: the values sharing one scale (two groups of 8, each with its own
 /// delta sign).
-const BLOCK: usize = 16;
+pub(crate) const BLOCK: usize = 16;
 
 /// `GROUP_MAX_EPS_IQ1_M`: a sub-block whose largest magnitude is below this is left empty.
 const GROUP_MAX_EPS_IQ1_M: f32 = 1e-7;
@@ -31,17 +32,27 @@ const SIGN_BITS: [u8; 4] = [0x00, 0x80, 0x08, 0x88];
 
 /// ggml's `cp1`, `cp2`, `cm1`, `cm2`: a split's sum of q^2 is `T*v[2]^2 + W1*c1 + W2*c2`
 /// with `c1 = v[0]^2 - v[1]^2` and `c2 = v[1]^2 - v[2]^2`, for each value set.
-const CP1: f32 = LEVELS_PLUS[0] * LEVELS_PLUS[0] - LEVELS_PLUS[1] * LEVELS_PLUS[1];
-const CP2: f32 = LEVELS_PLUS[1] * LEVELS_PLUS[1] - LEVELS_PLUS[2] * LEVELS_PLUS[2];
-const CM1: f32 = LEVELS_MINUS[0] * LEVELS_MINUS[0] - LEVELS_MINUS[1] * LEVELS_MINUS[1];
-const CM2: f32 = LEVELS_MINUS[1] * LEVELS_MINUS[1] - LEVELS_MINUS[2] * LEVELS_MINUS[2];
+pub(crate) const CP1: f32 = LEVELS_PLUS[0] * LEVELS_PLUS[0] - LEVELS_PLUS[1] * LEVELS_PLUS[1];
+pub(crate) const CP2: f32 = LEVELS_PLUS[1] * LEVELS_PLUS[1] - LEVELS_PLUS[2] * LEVELS_PLUS[2];
+pub(crate) const CM1: f32 = LEVELS_MINUS[0] * LEVELS_MINUS[0] - LEVELS_MINUS[1] * LEVELS_MINUS[1];
+pub(crate) const CM2: f32 = LEVELS_MINUS[1] * LEVELS_MINUS[1] - LEVELS_MINUS[2] * LEVELS_MINUS[2];
 
 /// One row as `quantize_iq1_m` does it, with `imatrix` (one weight per column) or,
 /// without one, ggml's default weights `x^2`.
 pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockIq1M]) {
+    quantize_row_with::<Serial>(x, imatrix, y)
+}
+
+/// [`quantize_row`] with the neighbour search `S`.
+#[inline(always)]
+pub(crate) fn quantize_row_with<S: IqSearch>(
+    x: &[f32],
+    imatrix: Option<&[f32]>,
+    y: &mut [BlockIq1M],
+) {
     for (ibl, (xbl, block)) in x.chunks_exact(QK_K).zip(y).enumerate() {
         let qw = imatrix.map(|w| &w[ibl * QK_K..(ibl + 1) * QK_K]);
-        quantize_super_block(xbl, qw, block);
+        quantize_super_block::<S>(xbl, qw, block);
     }
 }
 
@@ -53,7 +64,7 @@ pub fn ggml_quantizes(x: &[f32], imatrix: Option<&[f32]>) -> bool {
     let mut block = bytemuck::Zeroable::zeroed();
     x.chunks_exact(QK_K).enumerate().all(|(ibl, xbl)| {
         let qw = imatrix.map(|w| &w[ibl * QK_K..(ibl + 1) * QK_K]);
-        quantize_super_block(xbl, qw, &mut block)
+        quantize_super_block::<Serial>(xbl, qw, &mut block)
     })
 }
 
@@ -87,7 +98,12 @@ fn group_levels(signs: usize) -> [&'static [f32; 3]; BLOCK / 8] {
 
 /// `quantize_row_iq1_m_impl` for one super-block, `qw` its importance weights if any.
 /// Returns false when ggml has no result for it (a [`Fit::NoResult`] sub-block).
-fn quantize_super_block(xbl: &[f32], qw: Option<&[f32]>, block: &mut BlockIq1M) -> bool {
+#[inline(always)]
+fn quantize_super_block<S: IqSearch>(
+    xbl: &[f32],
+    qw: Option<&[f32]>,
+    block: &mut BlockIq1M,
+) -> bool {
     block.qs = [0; QK_K / 8];
     block.qh = [0; QK_K / 16];
     block.scales = [0; QK_K / 32];
@@ -115,7 +131,7 @@ fn quantize_super_block(xbl: &[f32], qw: Option<&[f32]>, block: &mut BlockIq1M) 
         .zip(weight.chunks_exact(BLOCK))
         .enumerate()
     {
-        match fit_sub_block(xb.try_into().unwrap(), wb.try_into().unwrap()) {
+        match fit_sub_block::<S>(xb.try_into().unwrap(), wb.try_into().unwrap()) {
             Fit::Empty => {}
             Fit::NoResult => defined = false,
             Fit::Grid {
@@ -178,7 +194,8 @@ fn quantize_super_block(xbl: &[f32], qw: Option<&[f32]>, block: &mut BlockIq1M) 
 /// The search of `quantize_row_iq1_m_impl` for one sub-block of 16 with weights
 /// `weight`: the best split of the sorted values into levels 0, 1, 2 for each of the four
 /// delta sign pairs, each group then snapped to the grid.
-fn fit_sub_block(xb: &[f32; BLOCK], weight: &[f32; BLOCK]) -> Fit {
+#[inline(always)]
+fn fit_sub_block<S: IqSearch>(xb: &[f32; BLOCK], weight: &[f32; BLOCK]) -> Fit {
     let max = abs_max(xb);
     if max < GROUP_MAX_EPS_IQ1_M {
         return Fit::Empty;
@@ -197,6 +214,39 @@ fn fit_sub_block(xb: &[f32; BLOCK], weight: &[f32; BLOCK]) -> Fit {
         pw[h][j + 1] = pw[h][j] + weight[i];
         pw[1 - h][j + 1] = pw[1 - h][j];
     }
+    let (mut scale, best) = S::iq1m_split(&px, &pw, max);
+    let Some((i1, i2, mut signs)) = best else {
+        return Fit::Empty;
+    };
+    let mut l = split_levels(&order, i1, i2);
+    if scale < 0.0 {
+        for v in &mut l {
+            *v = 2 - *v;
+        }
+        scale = -scale;
+        // Mirrored levels swap both delta signs.
+        signs = 3 - signs;
+    }
+    match snap_to_grid::<S, { BLOCK / 8 }>(xb, weight, &l, scale, group_levels(signs)) {
+        Some((index, scale)) => Fit::Grid {
+            scale,
+            signs,
+            index,
+        },
+        None => Fit::NoResult,
+    }
+}
+
+/// The best split of a sub-block's sorted values into levels 0, 1, 2 for each pair of
+/// delta signs (one per half), from the prefix sums `px` of `w * x` and `pw` of `w` in
+/// sorted order, per half: the `(i1, i2, signs)` (in the order `i1`, `i2`, `signs` 0-3)
+/// whose test last succeeded and the scale it set (`max` if none did).
+#[inline(always)]
+pub(crate) fn best_split(
+    px: &[[f32; BLOCK + 1]; 2],
+    pw: &[[f32; BLOCK + 1]; 2],
+    max: f32,
+) -> (f32, Option<(usize, usize, usize)>) {
     let txs = [px[0][BLOCK], px[1][BLOCK]];
     let tws = [pw[0][BLOCK], pw[1][BLOCK]];
     let (p2, m2) = (LEVELS_PLUS[2], LEVELS_MINUS[2]);
@@ -238,26 +288,7 @@ fn fit_sub_block(xb: &[f32; BLOCK], weight: &[f32; BLOCK]) -> Fit {
             }
         }
     }
-    let Some((i1, i2, mut signs)) = best else {
-        return Fit::Empty;
-    };
-    let mut l = split_levels(&order, i1, i2);
-    if scale < 0.0 {
-        for v in &mut l {
-            *v = 2 - *v;
-        }
-        scale = -scale;
-        // Mirrored levels swap both delta signs.
-        signs = 3 - signs;
-    }
-    match snap_to_grid(xb, weight, &l, scale, group_levels(signs)) {
-        Some((index, scale)) => Fit::Grid {
-            scale,
-            signs,
-            index,
-        },
-        None => Fit::NoResult,
-    }
+    (scale, best)
 }
 
 /// `dequantize_row_iq1_m`: the scales are four little-endian u16 `sc`; the fp16 scale

@@ -12,23 +12,23 @@
 //! result; it is written here as ggml writes one whose values are all near zero (scale
 //! 0, grid point 0), and [`ggml_quantizes`] tells which rows these are.
 
-use super::iq_grid::{IQ1S, Lookup};
+use super::iq_grid::{IQ1S, IqSearch, Lookup, Serial};
 use super::kquant::{importance_weights, sum_squares};
 use super::tables::{IQ1S_DELTA, IQ1S_GRID};
 use crate::blocks::{BlockIq1S, QK_K};
 use crate::num::{F16Le, nearest_int};
 
 /// `IQ1S_BLOCK_SIZE`: the values sharing one scale and delta sign.
-const BLOCK: usize = 32;
+pub(crate) const BLOCK: usize = 32;
 
 /// `GROUP_MAX_EPS_IQ1_S`: a sub-block whose largest magnitude is below this is left empty.
 const GROUP_MAX_EPS_IQ1_S: f32 = 1e-12;
 
 /// The three values of a group with a positive delta (ggml's `x_p`), for levels 0, 1, 2.
-pub(super) const LEVELS_PLUS: [f32; 3] = [-1.0 + IQ1S_DELTA, IQ1S_DELTA, 1.0 + IQ1S_DELTA];
+pub(crate) const LEVELS_PLUS: [f32; 3] = [-1.0 + IQ1S_DELTA, IQ1S_DELTA, 1.0 + IQ1S_DELTA];
 
 /// The three values of a group with a negative delta (ggml's `x_m`).
-pub(super) const LEVELS_MINUS: [f32; 3] = [-1.0 - IQ1S_DELTA, -IQ1S_DELTA, 1.0 - IQ1S_DELTA];
+pub(crate) const LEVELS_MINUS: [f32; 3] = [-1.0 - IQ1S_DELTA, -IQ1S_DELTA, 1.0 - IQ1S_DELTA];
 
 /// One row as `quantize_iq1_s` does it, `imatrix` holding one weight per column.
 ///
@@ -36,9 +36,19 @@ pub(super) const LEVELS_MINUS: [f32; 3] = [-1.0 - IQ1S_DELTA, -IQ1S_DELTA, 1.0 -
 /// Without an importance matrix, as ggml aborts (`Codec::quantize` refuses such a call
 /// with `Error::ImatrixRequired` first).
 pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockIq1S]) {
+    quantize_row_with::<Serial>(x, imatrix, y)
+}
+
+/// [`quantize_row`] with the neighbour search `S`.
+#[inline(always)]
+pub(crate) fn quantize_row_with<S: IqSearch>(
+    x: &[f32],
+    imatrix: Option<&[f32]>,
+    y: &mut [BlockIq1S],
+) {
     let qw = imatrix.expect("iq1_s quantization needs an importance matrix");
     for ((xbl, qbl), block) in x.chunks_exact(QK_K).zip(qw.chunks_exact(QK_K)).zip(y) {
-        quantize_super_block(xbl, qbl, block);
+        quantize_super_block::<S>(xbl, qbl, block);
     }
 }
 
@@ -51,7 +61,7 @@ pub fn ggml_quantizes(x: &[f32], imatrix: Option<&[f32]>) -> bool {
     let mut block = bytemuck::Zeroable::zeroed();
     x.chunks_exact(QK_K)
         .zip(qw.chunks_exact(QK_K))
-        .all(|(xbl, qbl)| quantize_super_block(xbl, qbl, &mut block))
+        .all(|(xbl, qbl)| quantize_super_block::<Serial>(xbl, qbl, &mut block))
 }
 
 /// What ggml's search makes of one sub-block.
@@ -72,7 +82,8 @@ enum Fit {
 
 /// `quantize_row_iq1_s_impl` for one super-block, `qw` its importance weights. Returns
 /// false when ggml has no result for it (a [`Fit::NoResult`] sub-block).
-fn quantize_super_block(xbl: &[f32], qw: &[f32], block: &mut BlockIq1S) -> bool {
+#[inline(always)]
+fn quantize_super_block<S: IqSearch>(xbl: &[f32], qw: &[f32], block: &mut BlockIq1S) -> bool {
     block.d = F16Le::from_f32(0.0);
     block.qs = [0; QK_K / 8];
     block.qh = [[0; 2]; QK_K / BLOCK];
@@ -90,7 +101,7 @@ fn quantize_super_block(xbl: &[f32], qw: &[f32], block: &mut BlockIq1S) -> bool 
         .zip(weight.chunks_exact(BLOCK))
         .enumerate()
     {
-        match fit_sub_block(xb.try_into().unwrap(), wb.try_into().unwrap()) {
+        match fit_sub_block::<S>(xb.try_into().unwrap(), wb.try_into().unwrap()) {
             Fit::Empty => {}
             Fit::NoResult => defined = false,
             Fit::Grid {
@@ -131,7 +142,8 @@ fn quantize_super_block(xbl: &[f32], qw: &[f32], block: &mut BlockIq1S) -> bool 
 /// The search of `quantize_row_iq1_s_impl` for one sub-block of 32 with weights `weight`:
 /// the best split of the sorted values into levels 0, 1, 2 for either delta sign, each
 /// group then snapped to the grid.
-fn fit_sub_block(xb: &[f32; BLOCK], weight: &[f32; BLOCK]) -> Fit {
+#[inline(always)]
+fn fit_sub_block<S: IqSearch>(xb: &[f32; BLOCK], weight: &[f32; BLOCK]) -> Fit {
     let max = abs_max(xb);
     if max < GROUP_MAX_EPS_IQ1_S {
         return Fit::Empty;
@@ -147,6 +159,44 @@ fn fit_sub_block(xb: &[f32; BLOCK], weight: &[f32; BLOCK]) -> Fit {
         sumx[j + 1] = sumx[j] + weight[i] * xb[i];
         sumw[j + 1] = sumw[j] + weight[i];
     }
+    let (mut scale, best) = S::iq1s_split(&sumx, &sumw, max);
+    let Some((i1, i2, mut shift)) = best else {
+        return Fit::Empty;
+    };
+    let mut l = split_levels(&order, i1, i2);
+    if scale < 0.0 {
+        for v in &mut l {
+            *v = 2 - *v;
+        }
+        scale = -scale;
+        shift = -shift;
+    }
+    let levels = if shift == 1 {
+        &LEVELS_PLUS
+    } else {
+        &LEVELS_MINUS
+    };
+    match snap_to_grid::<S, { BLOCK / 8 }>(xb, weight, &l, scale, [levels; BLOCK / 8]) {
+        Some((index, scale)) => Fit::Grid {
+            scale,
+            shift,
+            index,
+        },
+        None => Fit::NoResult,
+    }
+}
+
+/// The best split of a sub-block's sorted values into levels 0, 1, 2 for either delta
+/// sign, from the prefix sums `sumx` of `w * x` and `sumw` of `w` in sorted order: the
+/// first `(i1, i2, shift)` (in the order `i1`, `i2`, plus before minus) whose
+/// `sumqx^2 > best * sumq2` test last succeeded, and the scale `sumqx / sumq2` it set
+/// (`max` if none did).
+#[inline(always)]
+pub(crate) fn best_split(
+    sumx: &[f32; BLOCK + 1],
+    sumw: &[f32; BLOCK + 1],
+    max: f32,
+) -> (f32, Option<(usize, usize, i8)>) {
     let mut best_score = -f32::MAX;
     let mut scale = max;
     let mut best = None;
@@ -167,30 +217,7 @@ fn fit_sub_block(xb: &[f32; BLOCK], weight: &[f32; BLOCK]) -> Fit {
             }
         }
     }
-    let Some((i1, i2, mut shift)) = best else {
-        return Fit::Empty;
-    };
-    let mut l = split_levels(&order, i1, i2);
-    if scale < 0.0 {
-        for v in &mut l {
-            *v = 2 - *v;
-        }
-        scale = -scale;
-        shift = -shift;
-    }
-    let levels = if shift == 1 {
-        &LEVELS_PLUS
-    } else {
-        &LEVELS_MINUS
-    };
-    match snap_to_grid(xb, weight, &l, scale, [levels; BLOCK / 8]) {
-        Some((index, scale)) => Fit::Grid {
-            scale,
-            shift,
-            index,
-        },
-        None => Fit::NoResult,
-    }
+    (scale, best)
 }
 
 /// C's `MAX(a, b)`: `a > b ? a : b`.
@@ -250,10 +277,12 @@ pub(super) fn split_levels<const N: usize>(order: &[u8; N], i1: usize, i2: usize
 /// The grid point of each group of 8 levels `l` (its lattice point if on the grid, else
 /// the best neighbour for `scale`), then the scale refitted to those points when any group
 /// was off the grid; group `k` has the values `levels[k]`. None where ggml has no result:
-/// no neighbour with a finite error, or a refitted scale that is NaN (ggml's
-/// `GGML_ASSERT(scale >= 0)`).
+/// no neighbour with a finite error (`iq1_find_best_neighbour2` then retries over the
+/// whole grid comparing every point with `xval[i]`, `i` the point's index, not the
+/// coordinate, so it reads past the group and has no defined result), or a refitted scale
+/// that is NaN (ggml's `GGML_ASSERT(scale >= 0)`).
 #[inline(always)]
-pub(super) fn snap_to_grid<const G: usize>(
+pub(super) fn snap_to_grid<S: IqSearch, const G: usize>(
     xb: &[f32],
     weight: &[f32],
     l: &[i8],
@@ -269,8 +298,9 @@ pub(super) fn snap_to_grid<const G: usize>(
             Lookup::Off(neighbours) => {
                 all_on_grid = false;
                 let range = 8 * k..8 * k + 8;
-                best_neighbour(
-                    neighbours.iter(),
+                S::best(
+                    &IQ1S,
+                    neighbours,
                     &xb[range.clone()],
                     &weight[range],
                     scale,
@@ -297,37 +327,6 @@ pub(super) fn snap_to_grid<const G: usize>(
     }
     // ggml's GGML_ASSERT(scale >= 0) fails only for NaN here.
     (scale >= 0.0).then_some((index, scale))
-}
-
-/// `iq1_find_best_neighbour2` up to its full-grid retry: of the grid points `neighbours`,
-/// the first with the least weighted squared error `sum w*(scale*q - x)^2` for the
-/// values `levels`. None when no error is below `FLT_MAX` (NaN or overflow): ggml then
-/// retries over the whole grid comparing every point with `xval[i]`, `i` the point's
-/// index, not the coordinate, so it reads past the group and has no defined result.
-#[inline(always)]
-pub(super) fn best_neighbour(
-    neighbours: impl Iterator<Item = usize>,
-    xval: &[f32],
-    weight: &[f32],
-    scale: f32,
-    levels: &[f32; 3],
-) -> Option<usize> {
-    let mut best_score = f32::MAX;
-    let mut best = None;
-    for j in neighbours {
-        let point = IQ1S.point(j);
-        let mut d2 = 0.0f32;
-        for ((&p, &w), &x) in point.iter().zip(weight).zip(xval) {
-            let q = levels[((p - 1) / 2) as usize];
-            let diff = scale * q - x;
-            d2 += w * diff * diff;
-        }
-        if d2 < best_score {
-            best_score = d2;
-            best = Some(j);
-        }
-    }
-    best
 }
 
 /// `dl * (grid[j] + delta)` for the 8 values of grid point `index`, its bytes read as `i8`;

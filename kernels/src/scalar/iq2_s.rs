@@ -4,7 +4,7 @@
 //! Mirrors ggml's `quantize_iq2_s` (`quantize_row_iq2_s_impl`, which runs with or without
 //! an importance matrix) and `dequantize_row_iq2_s`.
 
-use super::iq_grid::IQ2S;
+use super::iq_grid::{IQ2S, IqSearch, Serial};
 use super::iq2_xs::search_pair;
 use super::iq2_xxs::{c_max, grid_index, max_of, put_signed, scale_code};
 use super::kquant::{importance_weights, sum_squares};
@@ -19,16 +19,27 @@ const GROUP_MAX_EPS_IQ2_S: f32 = 1e-8;
 /// One row as `quantize_iq2_s` does it (`quantize_row_iq2_s_impl` per row). Without an
 /// importance matrix the weights are ggml's default `sigma2 / 4 + x * x`.
 pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockIq2S]) {
+    quantize_row_with::<Serial>(x, imatrix, y)
+}
+
+/// [`quantize_row`] with the neighbour search `S`.
+#[inline(always)]
+pub(crate) fn quantize_row_with<S: IqSearch>(
+    x: &[f32],
+    imatrix: Option<&[f32]>,
+    y: &mut [BlockIq2S],
+) {
     for (ibl, (xbl, block)) in x.chunks_exact(QK_K).zip(y).enumerate() {
         let qw = imatrix.map(|w| &w[ibl * QK_K..(ibl + 1) * QK_K]);
-        quantize_block(xbl, qw, block);
+        quantize_block::<S>(xbl, qw, block);
     }
 }
 
 /// One super-block: each group of 16 searched by itself (as iq2_xs, with 8 stored sign
 /// bits per 8 weights), then the 16 scales coded in 4 bits against `d = max_scale / 31`,
 /// `d` itself stored shrunk by 0.9875.
-fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, block: &mut BlockIq2S) {
+#[inline(always)]
+fn quantize_block<S: IqSearch>(xbl: &[f32], qw: Option<&[f32]>, block: &mut BlockIq2S) {
     *block = bytemuck::Zeroable::zeroed();
     // ggml's sigma2 here is twice the mean square of this super-block.
     let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
@@ -59,7 +70,7 @@ fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, block: &mut BlockIq2S) {
         if max < GROUP_MAX_EPS_IQ2_S {
             continue;
         }
-        let Some((mut scale, l)) = search_pair(&IQ2S, &xval, &weight, &waux, max) else {
+        let Some((mut scale, l)) = search_pair::<S>(&IQ2S, &xval, &weight, &waux, max) else {
             continue;
         };
         if scale < 0.0 {

@@ -4,7 +4,7 @@
 //! and `dequantize_row_iq2_xs`, and holds the search of a half sub-block of 16 that iq2_s
 //! shares.
 
-use super::iq_grid::{IQ2XS, IqGrid};
+use super::iq_grid::{IQ2XS, IqGrid, IqSearch, Serial};
 use super::iq2_xxs::{
     K_MAX_Q, c_max, even_signs, fit, grid_index, max_of, put_signed, scale_code, snap_to_grid,
 };
@@ -20,15 +20,26 @@ use crate::num::F16Le;
 /// Without an importance matrix: ggml refuses to quantize iq2_xs without one, and
 /// [`crate::Codec::quantize`] returns an error before calling this.
 pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockIq2Xs]) {
+    quantize_row_with::<Serial>(x, imatrix, y)
+}
+
+/// [`quantize_row`] with the neighbour search `S`.
+#[inline(always)]
+pub(crate) fn quantize_row_with<S: IqSearch>(
+    x: &[f32],
+    imatrix: Option<&[f32]>,
+    y: &mut [BlockIq2Xs],
+) {
     let imatrix = imatrix.expect("iq2_xs needs an importance matrix");
     for ((xbl, qw), block) in x.chunks_exact(QK_K).zip(imatrix.chunks_exact(QK_K)).zip(y) {
-        quantize_block(xbl, qw, block);
+        quantize_block::<S>(xbl, qw, block);
     }
 }
 
 /// One super-block: each group of 16 searched by itself, then the 16 scales coded in
 /// 4 bits against `d = max_scale / 31`.
-fn quantize_block(xbl: &[f32], qw: &[f32], block: &mut BlockIq2Xs) {
+#[inline(always)]
+fn quantize_block<S: IqSearch>(xbl: &[f32], qw: &[f32], block: &mut BlockIq2Xs) {
     // ggml's sigma2 is the mean square of this super-block (not of the row).
     let sigma2 = sum_squares(xbl) / QK_K as f32;
     let mut q2 = [0u16; QK_K / 8];
@@ -48,7 +59,7 @@ fn quantize_block(xbl: &[f32], qw: &[f32], block: &mut BlockIq2Xs) {
         if max < GROUP_MAX_EPS {
             continue;
         }
-        let Some((mut scale, l)) = search_pair(&IQ2XS, &xval, &weight, &waux, max) else {
+        let Some((mut scale, l)) = search_pair::<S>(&IQ2XS, &xval, &weight, &waux, max) else {
             continue;
         };
         if scale < 0.0 {
@@ -86,7 +97,8 @@ fn quantize_block(xbl: &[f32], qw: &[f32], block: &mut BlockIq2Xs) {
 /// refitted. Returns the scale, still signed (the caller stores its magnitude and flips
 /// the signs if it is negative), and the levels; or `None` where ggml aborts: a NaN
 /// scale, which only weights that overflowed to infinity give.
-pub(super) fn search_pair(
+#[inline(always)]
+pub(super) fn search_pair<S: IqSearch>(
     grid: &IqGrid<8>,
     xval: &[f32; 16],
     weight: &[f32; 16],
@@ -104,7 +116,7 @@ pub(super) fn search_pair(
         let mut on_grid_aux = [true; 2];
         for (k, la) in laux.chunks_exact_mut(8).enumerate() {
             let g = 8 * k..8 * k + 8;
-            let (levels, on) = snap_to_grid(grid, &xval[g.clone()], &waux[g], id, this_scale);
+            let (levels, on) = snap_to_grid::<S>(grid, &xval[g.clone()], &waux[g], id, this_scale);
             la.copy_from_slice(&levels);
             on_grid_aux[k] = on;
         }
@@ -123,7 +135,7 @@ pub(super) fn search_pair(
                 continue;
             }
             let g = 8 * k..8 * k + 8;
-            lk.copy_from_slice(&snap_to_grid(grid, &xval[g.clone()], &waux[g], id, scale).0);
+            lk.copy_from_slice(&snap_to_grid::<S>(grid, &xval[g.clone()], &waux[g], id, scale).0);
         }
         let (sumqx, sumq2) = fit(weight, xval, &l);
         if sumq2 > 0.0 {

@@ -4,7 +4,7 @@
 //! `dequantize_row_iq2_xxs`, and holds the lattice search the three iq2 quantizers share
 //! (`iq2_find_best_neighbour` and the rounding of a group of 8 onto the grid).
 
-use super::iq_grid::{IQ2XXS, IqGrid, Lookup, Neighbours};
+use super::iq_grid::{IQ2XXS, IqGrid, IqSearch, Lookup, Q_IQ2, Serial};
 use super::kquant::{GROUP_MAX_EPS, importance_weights, make_qp_quants, sum_squares};
 use super::tables::{IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS};
 use crate::blocks::{BlockIq2Xxs, QK_K};
@@ -64,43 +64,15 @@ fn round_levels(id: f32, x: &[f32]) -> [i8; 8] {
     std::array::from_fn(|i| nearest_int(0.5 * (id * x[i] - 1.0)).clamp(0, K_MAX_Q - 1) as i8)
 }
 
-/// `iq2_find_best_neighbour`: the levels of the neighbour `p` that minimises
-/// `sum waux[i] * (scale * p[i] - x[i])^2` (the first on ties; the sum accumulated in
-/// element order).
+/// One group of 8 magnitudes rounded at inverse scale `id` and put on the grid: the
+/// levels, and whether the rounded point was on the grid already (if not, the levels are
+/// its best neighbour at `scale`, as `iq2_find_best_neighbour` finds it).
 ///
 /// ggml asserts that some neighbour is nearer than `FLT_MAX`; only weights or distances
 /// that overflowed (inputs near the f32 range) break that, and there the first neighbour
 /// is kept instead of aborting.
-fn best_neighbour(
-    grid: &IqGrid<8>,
-    neighbours: Neighbours,
-    x: &[f32],
-    waux: &[f32],
-    scale: f32,
-) -> [i8; 8] {
-    let mut candidates = neighbours.iter().map(|j| grid.point(j));
-    let first = candidates.next().expect("an off-grid point has neighbours");
-    let mut best = first;
-    let mut best_d2 = f32::MAX;
-    for p in std::iter::once(first).chain(candidates) {
-        let mut d2 = 0.0f32;
-        for ((&q, &xi), &w) in p.iter().zip(x).zip(waux) {
-            let diff = scale * q as f32 - xi;
-            d2 += w * diff * diff;
-        }
-        if d2 < best_d2 {
-            best_d2 = d2;
-            best = p;
-        }
-    }
-    best.map(|c| (c - 1) / 2)
-}
-
-/// One group of 8 magnitudes rounded at inverse scale `id` and put on the grid: the
-/// levels, and whether the rounded point was on the grid already (if not, the levels are
-/// its best neighbour at `scale`).
 #[inline(always)]
-pub(super) fn snap_to_grid(
+pub(super) fn snap_to_grid<S: IqSearch>(
     grid: &IqGrid<8>,
     x: &[f32],
     waux: &[f32],
@@ -110,7 +82,10 @@ pub(super) fn snap_to_grid(
     let l = round_levels(id, x);
     match grid.lookup(grid.index(&l)) {
         Lookup::On(_) => (l, true),
-        Lookup::Off(neighbours) => (best_neighbour(grid, neighbours, x, waux, scale), false),
+        Lookup::Off(nb) => {
+            let j = S::best(grid, nb, x, waux, scale, &Q_IQ2).unwrap_or_else(|| nb.at(0));
+            (grid.point(j).map(|c| (c - 1) / 2), false)
+        }
     }
 }
 
@@ -160,15 +135,26 @@ pub(super) fn scale_code(id: f32, s: f32) -> u32 {
 /// Without an importance matrix: ggml refuses to quantize iq2_xxs without one, and
 /// [`crate::Codec::quantize`] returns an error before calling this.
 pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockIq2Xxs]) {
+    quantize_row_with::<Serial>(x, imatrix, y)
+}
+
+/// [`quantize_row`] with the neighbour search `S`.
+#[inline(always)]
+pub(crate) fn quantize_row_with<S: IqSearch>(
+    x: &[f32],
+    imatrix: Option<&[f32]>,
+    y: &mut [BlockIq2Xxs],
+) {
     let imatrix = imatrix.expect("iq2_xxs needs an importance matrix");
     for ((xbl, qw), block) in x.chunks_exact(QK_K).zip(imatrix.chunks_exact(QK_K)).zip(y) {
-        quantize_block(xbl, qw, block);
+        quantize_block::<S>(xbl, qw, block);
     }
 }
 
 /// One super-block: each sub-block of 32 searched by itself, then the sub-block scales
 /// coded in 4 bits against `d = max_scale / 31`.
-fn quantize_block(xbl: &[f32], qw: &[f32], block: &mut BlockIq2Xxs) {
+#[inline(always)]
+fn quantize_block<S: IqSearch>(xbl: &[f32], qw: &[f32], block: &mut BlockIq2Xxs) {
     // ggml's sigma2 is the mean square of this super-block (not of the row).
     let sigma2 = sum_squares(xbl) / QK_K as f32;
     // Per sub-block: the grid indices (one byte each), then 4 x 7 sign bits and the scale.
@@ -176,7 +162,7 @@ fn quantize_block(xbl: &[f32], qw: &[f32], block: &mut BlockIq2Xxs) {
     let mut scales = [0.0f32; QK_K / 32];
     let mut max_scale = 0.0f32;
     for (ib, (xb, qwb)) in xbl.chunks_exact(32).zip(qw.chunks_exact(32)).enumerate() {
-        let Some((scale, l, signs)) = quantize_sub_block(xb, qwb, sigma2) else {
+        let Some((scale, l, signs)) = quantize_sub_block::<S>(xb, qwb, sigma2) else {
             continue;
         };
         for (k, (lk, &s)) in l.chunks_exact(8).zip(&signs).enumerate() {
@@ -210,7 +196,12 @@ fn quantize_block(xbl: &[f32], qw: &[f32], block: &mut BlockIq2Xxs) {
 /// The start scale is `make_qp_quants`' over 5 levels; 13 inverse scales around it are
 /// tried, each group rounded onto the grid; the best fit's scale is refined once with
 /// every group re-rounded at it.
-fn quantize_sub_block(xb: &[f32], qw: &[f32], sigma2: f32) -> Option<(f32, [i8; 32], [u8; 4])> {
+#[inline(always)]
+fn quantize_sub_block<S: IqSearch>(
+    xb: &[f32],
+    qw: &[f32],
+    sigma2: f32,
+) -> Option<(f32, [i8; 32], [u8; 4])> {
     let mut weight = [0.0f32; 32];
     importance_weights(xb, qw, sigma2, &mut weight);
     let waux = weight.map(f32::sqrt);
@@ -244,7 +235,7 @@ fn quantize_sub_block(xb: &[f32], qw: &[f32], sigma2: f32) -> Option<(f32, [i8; 
             .chunks_exact_mut(8)
             .zip(xval.chunks_exact(8).zip(waux.chunks_exact(8)))
         {
-            la.copy_from_slice(&snap_to_grid(&IQ2XXS, xv, wa, id, this_scale).0);
+            la.copy_from_slice(&snap_to_grid::<S>(&IQ2XXS, xv, wa, id, this_scale).0);
         }
         let (sumqx, sumq2) = fit(&weight, &xval, &laux);
         if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
@@ -259,7 +250,7 @@ fn quantize_sub_block(xb: &[f32], qw: &[f32], sigma2: f32) -> Option<(f32, [i8; 
             .chunks_exact_mut(8)
             .zip(xval.chunks_exact(8).zip(waux.chunks_exact(8)))
         {
-            lk.copy_from_slice(&snap_to_grid(&IQ2XXS, xv, wa, id, scale).0);
+            lk.copy_from_slice(&snap_to_grid::<S>(&IQ2XXS, xv, wa, id, scale).0);
         }
         let (sumqx, sumq2) = fit(&weight, &xval, &l);
         if sumq2 > 0.0 {
@@ -346,7 +337,7 @@ mod tests {
         for j in [0, 1, 100, grid.len() - 1] {
             let p = grid.point(j);
             let x: Vec<f32> = p.iter().map(|&c| c as f32 * 0.5).collect();
-            let (l, on) = snap_to_grid(grid, &x, &[1.0; 8], 2.0, 0.5);
+            let (l, on) = snap_to_grid::<Serial>(grid, &x, &[1.0; 8], 2.0, 0.5);
             assert!(on);
             assert_eq!(grid_index(grid, &l), j);
         }
@@ -357,7 +348,7 @@ mod tests {
         // Every level 2 (magnitude 5) is not an iq2_xxs point; the nearest ones are.
         let grid = &IQ2XXS;
         let x = [5.0f32; 8];
-        let (l, on) = snap_to_grid(grid, &x, &[1.0; 8], 1.0, 1.0);
+        let (l, on) = snap_to_grid::<Serial>(grid, &x, &[1.0; 8], 1.0, 1.0);
         assert!(!on);
         let best = grid_index(grid, &l);
         let d2 = |j: usize| -> f32 {

@@ -4,7 +4,7 @@
 //! Mirrors ggml's `quantize_iq3_s` (through the search shared with iq3_xxs,
 //! [`super::iq3_xxs`]) and `dequantize_row_iq3_s`.
 
-use super::iq_grid::IQ3S;
+use super::iq_grid::{IQ3S, IqSearch, Serial};
 use super::iq2_xxs::put_signed;
 use super::iq3_xxs::{Iq3Rules, grid_pair, scale_codes, search_super_block};
 use super::tables::IQ3S_GRID;
@@ -31,10 +31,20 @@ static IQ3S_RULES: Iq3Rules = Iq3Rules {
 /// `qh` bits and scales stay in place; and a super-block whose scales are all zero keeps
 /// whatever was written, with `d = 0`.
 pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockIq3S]) {
+    quantize_row_with::<Serial>(x, imatrix, y)
+}
+
+/// [`quantize_row`] with the neighbour search `S`.
+#[inline(always)]
+pub(crate) fn quantize_row_with<S: IqSearch>(
+    x: &[f32],
+    imatrix: Option<&[f32]>,
+    y: &mut [BlockIq3S],
+) {
     debug_assert_eq!(x.len(), y.len() * QK_K);
     for (ibl, (xbl, block)) in x.chunks_exact(QK_K).zip(y.iter_mut()).enumerate() {
         let qw = imatrix.map(|w| &w[ibl * QK_K..(ibl + 1) * QK_K]);
-        let subs = search_super_block(&IQ3S_RULES, xbl, qw);
+        let subs = search_super_block::<S>(&IQ3S_RULES, xbl, qw);
         *block = bytemuck::Zeroable::zeroed();
         let quantized = subs
             .iter()

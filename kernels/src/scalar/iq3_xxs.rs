@@ -5,7 +5,7 @@
 //! `quantize_row_iq3_xxs_impl`, its near-copy `quantize_row_iq3_s_impl` (the differences
 //! are the fields of [`Iq3Rules`]) and `iq3_find_best_neighbour`.
 
-use super::iq_grid::{IQ3XXS, IqGrid, Lookup, Neighbours};
+use super::iq_grid::{IQ3XXS, IqGrid, IqSearch, Lookup, Q_IQ3, Serial};
 use super::iq2_xxs::put_signed;
 use super::tables::{IQ3XXS_GRID, KSIGNS_IQ2XS};
 use crate::blocks::{BlockIq3Xxs, QK_K};
@@ -59,7 +59,8 @@ pub(super) struct Iq3SubBlock {
 /// importance weights `qw` of the same span if any (`None` for a sub-block stored as
 /// zero). The weights are `qw * sqrt(sigma2 + x^2)`, `sigma2 = 2 * mean(x^2)`, or `x^2`
 /// without an importance matrix.
-pub(super) fn search_super_block(
+#[inline(always)]
+pub(super) fn search_super_block<S: IqSearch>(
     rules: &Iq3Rules,
     xbl: &[f32],
     qw: Option<&[f32]>,
@@ -69,17 +70,27 @@ pub(super) fn search_super_block(
         sumx2 += v * v;
     }
     let sigma2 = 2.0 * sumx2 / QK_K as f32;
-    std::array::from_fn(|ib| {
+    // A loop, not `array::from_fn`: the search must inline into a SIMD entry point.
+    let mut subs = [None; QK_K / 32];
+    for (ib, sub) in subs.iter_mut().enumerate() {
         let xb = &xbl[32 * ib..32 * (ib + 1)];
-        let weight: [f32; 32] = match qw {
+        let mut weight = [0.0f32; 32];
+        match qw {
             Some(qw) => {
                 let qw = &qw[32 * ib..32 * (ib + 1)];
-                std::array::from_fn(|i| qw[i] * (sigma2 + xb[i] * xb[i]).sqrt())
+                for i in 0..32 {
+                    weight[i] = qw[i] * (sigma2 + xb[i] * xb[i]).sqrt();
+                }
             }
-            None => std::array::from_fn(|i| xb[i] * xb[i]),
-        };
-        search_sub_block(rules, xb, &weight)
-    })
+            None => {
+                for i in 0..32 {
+                    weight[i] = xb[i] * xb[i];
+                }
+            }
+        }
+        *sub = search_sub_block::<S>(rules, xb, &weight);
+    }
+    subs
 }
 
 /// The super-block scale `d = max_scale / 31` (before ggml's fudge factor) and each
@@ -112,7 +123,12 @@ fn c_max(a: f32, b: f32) -> f32 {
 /// split off, the best of `2 * steps + 1` candidate scales (each group of 4 rounded to
 /// its lattice point, or to the best listed grid neighbour when that is off the grid),
 /// then the groups re-quantized at the winning scale and the scale refitted.
-fn search_sub_block(rules: &Iq3Rules, xb: &[f32], weight: &[f32; 32]) -> Option<Iq3SubBlock> {
+#[inline(always)]
+fn search_sub_block<S: IqSearch>(
+    rules: &Iq3Rules,
+    xb: &[f32],
+    weight: &[f32; 32],
+) -> Option<Iq3SubBlock> {
     let grid = rules.grid;
     let waux: [f32; 32] = std::array::from_fn(|i| weight[i].sqrt());
     let mut xval = [0.0f32; 32];
@@ -164,7 +180,7 @@ fn search_sub_block(rules: &Iq3Rules, xb: &[f32], weight: &[f32; 32]) -> Option<
         for k in 0..8 {
             let g = 4 * k..4 * k + 4;
             (candidate[k], candidate_on_grid[k]) =
-                snap(grid, &xval[g.clone()], &waux[g], id, this_scale);
+                snap::<S>(grid, &xval[g.clone()], &waux[g], id, this_scale);
         }
         let (sumqx, sumq2) = weighted_sums(grid, weight, &xval, &candidate);
         if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
@@ -182,7 +198,7 @@ fn search_sub_block(rules: &Iq3Rules, xb: &[f32], weight: &[f32; 32]) -> Option<
                 continue;
             }
             let g = 4 * k..4 * k + 4;
-            chosen[k] = snap(grid, &xval[g.clone()], &waux[g], id, scale).0;
+            chosen[k] = snap::<S>(grid, &xval[g.clone()], &waux[g], id, scale).0;
         }
         let (sumqx, sumq2) = weighted_sums(grid, weight, &xval, &chosen);
         if sumq2 > 0.0 {
@@ -207,44 +223,23 @@ fn search_sub_block(rules: &Iq3Rules, xb: &[f32], weight: &[f32; 32]) -> Option<
 
 /// The grid point for the group `xv` (weights `wv`) at inverse scale `id`: the lattice
 /// point `clamp(nearest_int(0.5 * (id * x - 1)), 0, 7)` if it is on the grid (then `true`),
-/// else its listed neighbour nearest at `scale` (then `false`).
+/// else its listed neighbour nearest at `scale` (then `false`), as
+/// `iq3_find_best_neighbour` finds it. ggml asserts (aborting the process) when no
+/// distance is below `FLT_MAX`, which happens only when they overflow or are NaN (inputs
+/// beyond about 1e12, or weights of that order); the first neighbour is kept then.
 #[inline(always)]
-fn snap(grid: &IqGrid<4>, xv: &[f32], wv: &[f32], id: f32, scale: f32) -> (u16, bool) {
-    let levels: [i8; 4] =
-        std::array::from_fn(|i| nearest_int(0.5 * (id * xv[i] - 1.0)).clamp(0, K_MAX_Q - 1) as i8);
+fn snap<S: IqSearch>(grid: &IqGrid<4>, xv: &[f32], wv: &[f32], id: f32, scale: f32) -> (u16, bool) {
+    let mut levels = [0i8; 4];
+    for i in 0..4 {
+        levels[i] = nearest_int(0.5 * (id * xv[i] - 1.0)).clamp(0, K_MAX_Q - 1) as i8;
+    }
     match grid.lookup(grid.index(&levels)) {
         Lookup::On(j) => (j as u16, true),
-        Lookup::Off(neighbours) => (best_neighbour(grid, neighbours, xv, wv, scale), false),
-    }
-}
-
-/// `iq3_find_best_neighbour`: the first of `neighbours` with the least
-/// `sum(wv * (scale * q - x)^2)`. ggml asserts (aborting the process) when no distance is
-/// below `FLT_MAX`, which happens only when they overflow or are NaN (inputs beyond about
-/// 1e12, or weights of that order); the first neighbour is kept then.
-fn best_neighbour(
-    grid: &IqGrid<4>,
-    neighbours: Neighbours,
-    xv: &[f32],
-    wv: &[f32],
-    scale: f32,
-) -> u16 {
-    let mut best_d2 = f32::MAX;
-    let mut best = None;
-    for j in neighbours.iter() {
-        let p = grid.point(j);
-        let mut d2 = 0.0f32;
-        for i in 0..4 {
-            let diff = scale * p[i] as f32 - xv[i];
-            d2 += wv[i] * diff * diff;
-        }
-        if d2 < best_d2 {
-            best_d2 = d2;
-            best = Some(j);
+        Lookup::Off(nb) => {
+            let j = S::best(grid, nb, xv, wv, scale, &Q_IQ3).unwrap_or_else(|| nb.at(0));
+            (j as u16, false)
         }
     }
-    best.or_else(|| neighbours.iter().next())
-        .expect("every off-grid lattice point has neighbours") as u16
 }
 
 /// `(sum w * x * q, sum w * q * q)` over the sub-block, `q` the coordinates (`2l + 1`) of
@@ -272,10 +267,20 @@ fn weighted_sums(
 /// One row as `quantize_iq3_xxs` does it, with or without importance weights (ggml's
 /// `quantize_row_iq3_xxs_ref` is the same without them).
 pub fn quantize_row(x: &[f32], imatrix: Option<&[f32]>, y: &mut [BlockIq3Xxs]) {
+    quantize_row_with::<Serial>(x, imatrix, y)
+}
+
+/// [`quantize_row`] with the neighbour search `S`.
+#[inline(always)]
+pub(crate) fn quantize_row_with<S: IqSearch>(
+    x: &[f32],
+    imatrix: Option<&[f32]>,
+    y: &mut [BlockIq3Xxs],
+) {
     debug_assert_eq!(x.len(), y.len() * QK_K);
     for (ibl, (xbl, block)) in x.chunks_exact(QK_K).zip(y.iter_mut()).enumerate() {
         let qw = imatrix.map(|w| &w[ibl * QK_K..(ibl + 1) * QK_K]);
-        let subs = search_super_block(&IQ3XXS_RULES, xbl, qw);
+        let subs = search_super_block::<S>(&IQ3XXS_RULES, xbl, qw);
         *block = bytemuck::Zeroable::zeroed();
         let Some((d, codes)) = scale_codes(&subs) else {
             continue;

@@ -12,8 +12,11 @@ pub struct IqGrid<const D: usize> {
     points: &'static [u8],
     /// One little-endian `i32` per lattice index (see [`IqGrid::lookup`]).
     map: &'static [u8],
-    /// Per off-grid lattice point: a count, then that many grid indices (`u16` LE each).
+    /// Per off-grid lattice point: a count, then that many grid indices (`u16` LE each),
+    /// padded to a multiple of [`PAD`] by repeating the last.
     neighbours: &'static [u8],
+    /// Parallel to `neighbours`: each candidate's lattice index (`u16` LE).
+    codes: &'static [u8],
     /// Bits per coordinate in a lattice index.
     bits: u32,
 }
@@ -27,28 +30,148 @@ pub enum Lookup {
     Off(Neighbours),
 }
 
+/// Neighbour lists are stored padded to a multiple of this many entries (the last entry
+/// repeated), so that a vector search reads whole vectors of up to 16 candidates.
+pub const PAD: usize = 16;
+
 /// A neighbour list: grid indices in ggml's order (by distance, then index).
 #[derive(Clone, Copy, Debug)]
-pub struct Neighbours(&'static [u8]);
+pub struct Neighbours {
+    /// The grid indices, `u16` LE each, padded to a multiple of [`PAD`].
+    indices: &'static [u8],
+    /// The lattice index of each entry of `indices`, `u16` LE each.
+    codes: &'static [u8],
+    /// The entries before the padding.
+    len: usize,
+}
 
 impl Neighbours {
+    const EMPTY: Neighbours = Neighbours {
+        indices: &[],
+        codes: &[],
+        len: 0,
+    };
+
     /// How many grid points the list holds.
     pub fn len(&self) -> usize {
-        self.0.len() / 2
+        self.len
     }
 
     /// Whether the list is empty (never, for a point a quantizer produces).
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len == 0
     }
 
     /// The grid indices in ggml's order.
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.0
+        self.indices[..2 * self.len]
             .chunks_exact(2)
             .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
     }
+
+    /// Entry `k` of the padded list: entries from [`Neighbours::len`] on repeat the last.
+    #[inline(always)]
+    pub fn at(&self, k: usize) -> usize {
+        u16::from_le_bytes([self.indices[2 * k], self.indices[2 * k + 1]]) as usize
+    }
+
+    /// The lattice indices of the padded list, two little-endian bytes each: a multiple of
+    /// [`PAD`] entries, empty for an empty list.
+    #[inline(always)]
+    pub fn codes(&self) -> &'static [u8] {
+        self.codes
+    }
 }
+
+/// The i-quant searches the SIMD codecs run over vectors: picking the best of an off-grid
+/// point's neighbours and iq1_s's and iq1_m's best splits. [`Serial`] is ggml's loops
+/// (`iq2_find_best_neighbour`, `iq3_find_best_neighbour`, the first part of
+/// `iq1_find_best_neighbour2`, the split loops of `quantize_row_iq1_s_impl` and
+/// `quantize_row_iq1_m_impl`); the SIMD
+/// codecs find the same results.
+pub(crate) trait IqSearch {
+    /// [`super::iq1_s::best_split`].
+    fn iq1s_split(
+        sumx: &[f32; 33],
+        sumw: &[f32; 33],
+        max: f32,
+    ) -> (f32, Option<(usize, usize, i8)>);
+
+    /// [`super::iq1_m::best_split`].
+    fn iq1m_split(
+        px: &[[f32; 17]; 2],
+        pw: &[[f32; 17]; 2],
+        max: f32,
+    ) -> (f32, Option<(usize, usize, usize)>);
+
+    /// The first grid point of `nb` with the least error
+    /// `sum_i w[i] * (scale * q[l_i] - x[i])^2` (`l_i` the candidate's level at coordinate
+    /// `i`; each term `(w * diff) * diff`, summed in coordinate order from 0), or `None`
+    /// when no error is below `f32::MAX` (all NaN or overflowed).
+    fn best<const D: usize>(
+        grid: &IqGrid<D>,
+        nb: Neighbours,
+        x: &[f32],
+        w: &[f32],
+        scale: f32,
+        q: &[f32],
+    ) -> Option<usize>;
+}
+
+/// ggml's search, one candidate after another.
+pub(crate) struct Serial;
+
+impl IqSearch for Serial {
+    #[inline(always)]
+    fn iq1s_split(
+        sumx: &[f32; 33],
+        sumw: &[f32; 33],
+        max: f32,
+    ) -> (f32, Option<(usize, usize, i8)>) {
+        super::iq1_s::best_split(sumx, sumw, max)
+    }
+
+    #[inline(always)]
+    fn iq1m_split(
+        px: &[[f32; 17]; 2],
+        pw: &[[f32; 17]; 2],
+        max: f32,
+    ) -> (f32, Option<(usize, usize, usize)>) {
+        super::iq1_m::best_split(px, pw, max)
+    }
+
+    #[inline(always)]
+    fn best<const D: usize>(
+        grid: &IqGrid<D>,
+        nb: Neighbours,
+        x: &[f32],
+        w: &[f32],
+        scale: f32,
+        q: &[f32],
+    ) -> Option<usize> {
+        let mut best_d2 = f32::MAX;
+        let mut best = None;
+        for j in nb.iter() {
+            let p = grid.point(j);
+            let mut d2 = 0.0f32;
+            for i in 0..D {
+                let diff = scale * q[((p[i] - 1) / 2) as usize] - x[i];
+                d2 += w[i] * diff * diff;
+            }
+            if d2 < best_d2 {
+                best_d2 = d2;
+                best = Some(j);
+            }
+        }
+        best
+    }
+}
+
+/// The values of the iq2 grids' levels: coordinates `2l + 1`.
+pub(crate) const Q_IQ2: [f32; 3] = [1.0, 3.0, 5.0];
+
+/// The values of the iq3 grids' levels: coordinates `2l + 1`.
+pub(crate) const Q_IQ3: [f32; 8] = [1.0, 3.0, 5.0, 7.0, 9.0, 11.0, 13.0, 15.0];
 
 macro_rules! grid_files {
     ($name:literal) => {
@@ -56,18 +179,20 @@ macro_rules! grid_files {
             include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".points")),
             include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".map")),
             include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".neighbours")),
+            include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".codes")),
         )
     };
 }
 
 const fn grid<const D: usize>(
-    files: (&'static [u8], &'static [u8], &'static [u8]),
+    files: (&'static [u8], &'static [u8], &'static [u8], &'static [u8]),
     bits: u32,
 ) -> IqGrid<D> {
     IqGrid {
         points: files.0,
         map: files.1,
         neighbours: files.2,
+        codes: files.3,
         bits,
     }
 }
@@ -123,11 +248,16 @@ impl<const D: usize> IqGrid<D> {
             return Lookup::On(v as usize);
         }
         if v == i32::MIN {
-            return Lookup::Off(Neighbours(&[]));
+            return Lookup::Off(Neighbours::EMPTY);
         }
         let start = 2 * (-(v + 1)) as usize;
         let n = u16::from_le_bytes([self.neighbours[start], self.neighbours[start + 1]]) as usize;
-        Lookup::Off(Neighbours(&self.neighbours[start + 2..start + 2 + 2 * n]))
+        let range = start + 2..start + 2 + 2 * n.next_multiple_of(PAD);
+        Lookup::Off(Neighbours {
+            indices: &self.neighbours[range.clone()],
+            codes: &self.codes[range],
+            len: n,
+        })
     }
 }
 
@@ -187,6 +317,18 @@ mod tests {
                         reference(g, &l, nwant),
                         "{l:?}"
                     );
+                    // The padded list repeats the last entry; the codes follow the points.
+                    let padded = nb.len().next_multiple_of(PAD);
+                    assert_eq!(nb.codes().len(), 2 * padded);
+                    for k in 0..padded {
+                        let j = nb.at(k);
+                        if k >= nb.len() {
+                            assert_eq!(j, nb.at(nb.len() - 1));
+                        }
+                        let levels = g.point(j).map(|c| (c - 1) / 2);
+                        let code = u16::from_le_bytes([nb.codes()[2 * k], nb.codes()[2 * k + 1]]);
+                        assert_eq!(code as usize, g.index(&levels), "{l:?} entry {k}");
+                    }
                 }
             }
         }

@@ -168,6 +168,32 @@ pub(crate) trait Lanes: Copy {
     /// Orders the streaming stores before it before any later store.
     #[inline(always)]
     fn stream_fence() {}
+    /// Loads `N` little-endian `u16`s from `s[..2 * N]` into integer lanes, zero-extended.
+    fn load_u16(s: &[u8]) -> Self::Int;
+    /// Shifts each integer lane right by `n < 32` bits, filling with zeros.
+    fn shr_int(i: Self::Int, n: u32) -> Self::Int;
+    /// `table[i & 3]` per lane.
+    #[inline(always)]
+    fn lookup4(table: &[f32; 4], i: Self::Int) -> Self {
+        let mut idx = [0i32; MAX_LANES];
+        Self::store_int(i, &mut idx);
+        let mut out = [0.0f32; MAX_LANES];
+        for (o, &k) in out.iter_mut().zip(&idx).take(Self::N) {
+            *o = table[(k & 3) as usize];
+        }
+        Self::load(&out)
+    }
+    /// `table[i & 7]` per lane.
+    #[inline(always)]
+    fn lookup8(table: &[f32; 8], i: Self::Int) -> Self {
+        let mut idx = [0i32; MAX_LANES];
+        Self::store_int(i, &mut idx);
+        let mut out = [0.0f32; MAX_LANES];
+        for (o, &k) in out.iter_mut().zip(&idx).take(Self::N) {
+            *o = table[(k & 7) as usize];
+        }
+        Self::load(&out)
+    }
     /// `table[i & 15]` per lane.
     #[inline(always)]
     fn lookup16(table: &[f32; 16], i: Self::Int) -> Self {
@@ -354,6 +380,25 @@ impl<V: Lanes> Lanes for Pair<V> {
         (V::sext8(i.0), V::sext8(i.1))
     }
     #[inline(always)]
+    fn load_u16(s: &[u8]) -> Self::Int {
+        (
+            V::load_u16(&s[..2 * V::N]),
+            V::load_u16(&s[2 * V::N..4 * V::N]),
+        )
+    }
+    #[inline(always)]
+    fn shr_int(i: Self::Int, n: u32) -> Self::Int {
+        (V::shr_int(i.0, n), V::shr_int(i.1, n))
+    }
+    #[inline(always)]
+    fn lookup4(table: &[f32; 4], i: Self::Int) -> Self {
+        Pair(V::lookup4(table, i.0), V::lookup4(table, i.1))
+    }
+    #[inline(always)]
+    fn lookup8(table: &[f32; 8], i: Self::Int) -> Self {
+        Pair(V::lookup8(table, i.0), V::lookup8(table, i.1))
+    }
+    #[inline(always)]
     fn lookup16(table: &[f32; 16], i: Self::Int) -> Self {
         Pair(V::lookup16(table, i.0), V::lookup16(table, i.1))
     }
@@ -513,6 +558,7 @@ pub(crate) mod checks {
                 round_half_away_int: crate::simd::lanes::checks::round_half_away_int,
                 transpose_and_bits: crate::simd::lanes::checks::transpose_and_bits,
                 masks: crate::simd::lanes::checks::masks,
+                u16_codes_and_lookups: crate::simd::lanes::checks::u16_codes_and_lookups,
                 qp_quants_matches_scalar: crate::simd::kquant::checks::qp_quants_matches_scalar,
             );
         };
@@ -564,6 +610,41 @@ pub(crate) mod checks {
             assert_eq!(V::mask_bits(V::and(m, V::all())), want);
             assert_eq!(V::mask_bits(V::or(m, V::not(m))), full);
             assert_eq!(V::mask_bits(V::and_not(V::all(), m)), !want & full);
+        }
+    }
+
+    /// `load_u16`, `shr_int`, `lookup4` and `lookup8` against their definitions, on codes
+    /// with every bit pattern in each lane over the test.
+    #[inline(always)]
+    pub(crate) fn u16_codes_and_lookups<V: Lanes>() {
+        let t4 = [1.5f32, -2.0, 3.25, f32::MAX];
+        let t8 = [0.0f32, -0.0, 1.0, 2.0, 3.0, 4.0, f32::INFINITY, -5.5];
+        let mut bytes = [0u8; 2 * MAX_LANES];
+        let mut ints = [0i32; MAX_LANES];
+        let mut out = [0.0f32; MAX_LANES];
+        for start in (0..=u16::MAX as u32).step_by(97) {
+            let code = |j: usize| (start as usize * 7 + j * 4099) as u16;
+            for j in 0..V::N {
+                bytes[2 * j..2 * j + 2].copy_from_slice(&code(j).to_le_bytes());
+            }
+            let c = V::load_u16(&bytes);
+            V::store_int(c, &mut ints);
+            for shift in [0, 1, 2, 3, 6, 9, 14, 15] {
+                let s = V::shr_int(c, shift);
+                let want: Vec<usize> = (0..V::N).map(|j| (code(j) >> shift) as usize).collect();
+                V::store_int(s, &mut ints);
+                for (&got, &want) in ints.iter().zip(&want) {
+                    assert_eq!(got, want as i32, ">> {shift}");
+                }
+                V::lookup4(&t4, s).store(&mut out);
+                for (got, &want) in out.iter().zip(&want) {
+                    assert_eq!(got.to_bits(), t4[want & 3].to_bits());
+                }
+                V::lookup8(&t8, s).store(&mut out);
+                for (got, &want) in out.iter().zip(&want) {
+                    assert_eq!(got.to_bits(), t8[want & 7].to_bits());
+                }
+            }
         }
     }
 

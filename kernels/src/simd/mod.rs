@@ -14,6 +14,7 @@
 //! `crate::codecs`.
 
 pub(crate) mod float;
+pub(crate) mod iq;
 pub(crate) mod iq4_nl_iq4_xs;
 pub(crate) mod kquant;
 pub(crate) mod lanes;

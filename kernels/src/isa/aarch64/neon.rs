@@ -189,6 +189,27 @@ impl Lanes for Neon {
         unsafe { vst1q_s32(s.as_mut_ptr(), i.0) }
     }
     #[inline(always)]
+    fn load_u16(s: &[u8]) -> NeonInt {
+        let s = &s[..8];
+        // SAFETY: see the impl comment; `s` holds 4 halves (vld1_u8 has no alignment
+        // requirement).
+        unsafe {
+            NeonInt(vreinterpretq_s32_u32(vmovl_u16(vreinterpret_u16_u8(
+                vld1_u8(s.as_ptr()),
+            ))))
+        }
+    }
+    #[inline(always)]
+    fn shr_int(i: NeonInt, n: u32) -> NeonInt {
+        // SAFETY: see the impl comment. A negative count shifts right.
+        unsafe {
+            NeonInt(vreinterpretq_s32_u32(vshlq_u32(
+                vreinterpretq_u32_s32(i.0),
+                vdupq_n_s32(-(n as i32)),
+            )))
+        }
+    }
+    #[inline(always)]
     fn sext8(i: NeonInt) -> NeonInt {
         // SAFETY: see the impl comment.
         unsafe { NeonInt(vshrq_n_s32::<24>(vshlq_n_s32::<24>(i.0))) }

@@ -260,6 +260,39 @@ impl Lanes for Avx2 {
         unsafe { Avx2Int(_mm256_srai_epi32::<24>(_mm256_slli_epi32::<24>(i.0))) }
     }
     #[inline(always)]
+    fn load_u16(s: &[u8]) -> Avx2Int {
+        let s = &s[..16];
+        // SAFETY: see the impl comment; `s` holds 8 halves.
+        unsafe { Avx2Int(_mm256_cvtepu16_epi32(_mm_loadu_si128(s.as_ptr().cast()))) }
+    }
+    #[inline(always)]
+    fn shr_int(i: Avx2Int, n: u32) -> Avx2Int {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2Int(_mm256_srl_epi32(i.0, _mm_cvtsi32_si128(n as i32))) }
+    }
+    #[inline(always)]
+    fn lookup4(table: &[f32; 4], i: Avx2Int) -> Self {
+        // SAFETY: see the impl comment; `table` holds 4 floats, broadcast to both halves;
+        // vpermilps reads the low two bits of each index.
+        unsafe {
+            Avx2(_mm256_permutevar_ps(
+                _mm256_broadcast_ps(&*table.as_ptr().cast::<__m128>()),
+                i.0,
+            ))
+        }
+    }
+    #[inline(always)]
+    fn lookup8(table: &[f32; 8], i: Avx2Int) -> Self {
+        // SAFETY: see the impl comment; `table` holds 8 floats; vpermps reads the low
+        // three bits of each index.
+        unsafe {
+            Avx2(_mm256_permutevar8x32_ps(
+                _mm256_loadu_ps(table.as_ptr()),
+                i.0,
+            ))
+        }
+    }
+    #[inline(always)]
     fn lookup16(table: &[f32; 16], i: Avx2Int) -> Self {
         // SAFETY: see the impl comment; `table` holds 16 floats. Each half of the table
         // is permuted by the low three bits; bit 3, moved to the sign, picks the half.

@@ -227,6 +227,39 @@ impl Lanes for Avx512 {
         crate::simd::lanes::gather_columns(x, stride, whole, out, step, n);
     }
     #[inline(always)]
+    fn load_u16(s: &[u8]) -> Avx512Int {
+        let s = &s[..32];
+        // SAFETY: see the impl comment; `s` holds 16 halves.
+        unsafe { Avx512Int(_mm512_cvtepu16_epi32(_mm256_loadu_si256(s.as_ptr().cast()))) }
+    }
+    #[inline(always)]
+    fn shr_int(i: Avx512Int, n: u32) -> Avx512Int {
+        // SAFETY: see the impl comment.
+        unsafe { Avx512Int(_mm512_srl_epi32(i.0, _mm_cvtsi32_si128(n as i32))) }
+    }
+    #[inline(always)]
+    fn lookup4(table: &[f32; 4], i: Avx512Int) -> Self {
+        // SAFETY: see the impl comment; `table` holds 4 floats, broadcast to all four
+        // 128-bit parts; vpermilps reads the low two bits of each index.
+        unsafe {
+            Avx512(_mm512_permutevar_ps(
+                _mm512_broadcast_f32x4(_mm_loadu_ps(table.as_ptr())),
+                i.0,
+            ))
+        }
+    }
+    #[inline(always)]
+    fn lookup8(table: &[f32; 8], i: Avx512Int) -> Self {
+        // SAFETY: see the impl comment; `table` holds 8 floats, in both halves, so that
+        // vpermps's four index bits pick `table[i & 7]`.
+        unsafe {
+            let t = _mm512_castps256_ps512(_mm256_loadu_ps(table.as_ptr()));
+            // 128-bit parts 0, 1, 0, 1 of `t`.
+            let t = _mm512_shuffle_f32x4::<0b01_00_01_00>(t, t);
+            Avx512(_mm512_permutexvar_ps(i.0, t))
+        }
+    }
+    #[inline(always)]
     fn lookup16(table: &[f32; 16], i: Avx512Int) -> Self {
         // SAFETY: see the impl comment; `table` holds 16 floats.
         unsafe { Avx512(_mm512_permutexvar_ps(i.0, _mm512_loadu_ps(table.as_ptr()))) }

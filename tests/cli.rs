@@ -244,6 +244,6 @@ fn types_lists_the_catalogue() {
     };
     assert_eq!(row("q4_K"), ["yes", "yes", "yes", "yes"], "{text}");
     assert_eq!(row("q4_1"), ["yes", "yes", "yes", "-"], "{text}");
-    // iq2_xxs has a scalar quantizer that ggml only runs with an importance matrix.
-    assert_eq!(row("iq2_xxs"), ["yes", "yes", "required", "-"], "{text}");
+    // iq2_xxs has SIMD paths and, as in ggml, needs an importance matrix.
+    assert_eq!(row("iq2_xxs"), ["yes", "yes", "required", "yes"], "{text}");
 }

@@ -254,63 +254,45 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
     }
 }
 
-/// Declares the SIMD codec of an i-quant: its scalar quantizer with [`LaneSearch`], its
-/// scalar dequantizer, both compiled for the ISA.
+/// Declares the SIMD codec of an i-quant: its scalar quantizer with [`LaneSearch`]
+/// (`$quantize`, a lane function for [`super::row_codec!`]), its scalar dequantizer, both
+/// compiled for the ISA.
 macro_rules! iq_codec {
-    ($(#[$doc:meta])* $name:ident => $module:ident, $block:ty) => {
-        $(#[$doc])*
-        #[allow(non_camel_case_types)]
-        pub(crate) struct $name;
-
-        impl crate::simd::SimdCodec for $name {
-            #[inline(always)]
-            fn quantize<V: Lanes>(
-                row: crate::simd::Row<'_>,
-                w: Option<&[f32]>,
-                y: &mut [u8],
-                _: &mut crate::simd::Scratch<V>,
-            ) -> bool {
-                crate::scalar::$module::quantize_row_with::<LaneSearch<V>>(
-                    row.values,
-                    w,
-                    crate::simd::blocks_mut::<$block>(y),
-                );
-                true
-            }
-
-            #[inline(always)]
-            fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
-                crate::scalar::$module::dequantize_row(crate::simd::blocks(x), y)
-            }
+    ($(#[$doc:meta])* $name:ident => $quantize:ident, $module:ident, $block:ty) => {
+        #[inline(always)]
+        fn $quantize<V: Lanes>(x: &[f32], w: Option<&[f32]>, y: &mut [$block]) {
+            crate::scalar::$module::quantize_row_with::<LaneSearch<V>>(x, w, y)
         }
+
+        super::row_codec!($(#[$doc])* $name => $quantize, $module);
     };
 }
 
 iq_codec!(
     /// iq2_xxs.
-    IQ2_XXS => iq2_xxs, BlockIq2Xxs
+    IQ2_XXS => quantize_iq2_xxs, iq2_xxs, BlockIq2Xxs
 );
 iq_codec!(
     /// iq2_xs.
-    IQ2_XS => iq2_xs, BlockIq2Xs
+    IQ2_XS => quantize_iq2_xs, iq2_xs, BlockIq2Xs
 );
 iq_codec!(
     /// iq2_s.
-    IQ2_S => iq2_s, BlockIq2S
+    IQ2_S => quantize_iq2_s, iq2_s, BlockIq2S
 );
 iq_codec!(
     /// iq3_xxs.
-    IQ3_XXS => iq3_xxs, BlockIq3Xxs
+    IQ3_XXS => quantize_iq3_xxs, iq3_xxs, BlockIq3Xxs
 );
 iq_codec!(
     /// iq3_s.
-    IQ3_S => iq3_s, BlockIq3S
+    IQ3_S => quantize_iq3_s, iq3_s, BlockIq3S
 );
 iq_codec!(
     /// iq1_s.
-    IQ1_S => iq1_s, BlockIq1S
+    IQ1_S => quantize_iq1_s, iq1_s, BlockIq1S
 );
 iq_codec!(
     /// iq1_m.
-    IQ1_M => iq1_m, BlockIq1M
+    IQ1_M => quantize_iq1_m, iq1_m, BlockIq1M
 );

@@ -175,36 +175,31 @@ pub(crate) trait Lanes: Copy {
     /// `table[i & 3]` per lane.
     #[inline(always)]
     fn lookup4(table: &[f32; 4], i: Self::Int) -> Self {
-        let mut idx = [0i32; MAX_LANES];
-        Self::store_int(i, &mut idx);
-        let mut out = [0.0f32; MAX_LANES];
-        for (o, &k) in out.iter_mut().zip(&idx).take(Self::N) {
-            *o = table[(k & 3) as usize];
-        }
-        Self::load(&out)
+        lookup_lanes(table, i)
     }
     /// `table[i & 7]` per lane.
     #[inline(always)]
     fn lookup8(table: &[f32; 8], i: Self::Int) -> Self {
-        let mut idx = [0i32; MAX_LANES];
-        Self::store_int(i, &mut idx);
-        let mut out = [0.0f32; MAX_LANES];
-        for (o, &k) in out.iter_mut().zip(&idx).take(Self::N) {
-            *o = table[(k & 7) as usize];
-        }
-        Self::load(&out)
+        lookup_lanes(table, i)
     }
     /// `table[i & 15]` per lane.
     #[inline(always)]
     fn lookup16(table: &[f32; 16], i: Self::Int) -> Self {
-        let mut idx = [0i32; MAX_LANES];
-        Self::store_int(i, &mut idx);
-        let mut out = [0.0f32; MAX_LANES];
-        for (o, &k) in out.iter_mut().zip(&idx).take(Self::N) {
-            *o = table[(k & 15) as usize];
-        }
-        Self::load(&out)
+        lookup_lanes(table, i)
     }
+}
+
+/// `table[i & (T - 1)]` per lane, one lane at a time (`T` a power of two): the lookups of
+/// ISAs without a permute for them.
+#[inline(always)]
+fn lookup_lanes<V: Lanes, const T: usize>(table: &[f32; T], i: V::Int) -> V {
+    let mut idx = [0i32; MAX_LANES];
+    V::store_int(i, &mut idx);
+    let mut out = [0.0f32; MAX_LANES];
+    for (o, &k) in out.iter_mut().zip(&idx).take(V::N) {
+        *o = table[k as usize & (T - 1)];
+    }
+    V::load(&out)
 }
 
 /// 1 in every lane, as a value the compiler cannot see through (for

@@ -2,7 +2,8 @@
 //! ISA by [`entry_points!`] (the ISAs are declared in `crate::isa`).
 //!
 //! K-quant searches put one sub-block per lane, so each lane runs exactly the scalar
-//! sequence (see docs/kernels.md); element-wise codecs vectorize over elements. The
+//! sequence (see docs/kernels.md); element-wise codecs vectorize over elements; the
+//! i-quants (`iq`) run their scalar searches with lanes across grid candidates and splits. The
 //! dequantizers are mostly the scalar ones compiled inside the ISA's `#[target_feature]`
 //! entry point, where the compiler vectorizes their element-wise IEEE operations (no
 //! contraction, no reassociation: the same bits by construction); q4_0's, whose loop the

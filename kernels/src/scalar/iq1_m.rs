@@ -11,7 +11,7 @@
 
 use super::iq_grid::{IqSearch, Serial};
 use super::iq1_s::{
-    LEVELS_MINUS, LEVELS_PLUS, abs_max, c_max, put_shifted, snap_to_grid, sorted_order,
+    LEVELS_MINUS, LEVELS_PLUS, abs_max, c_max, improves, put_shifted, snap_to_grid, sorted_order,
     split_levels, sub_block_scale,
 };
 use super::kquant::{importance_weights, sum_squares};
@@ -280,9 +280,7 @@ pub(crate) fn best_split(
                 q2_m[0] + q2_m[1],
             ];
             for k in 0..4 {
-                if sumq2[k] > 0.0 && sumqx[k] * sumqx[k] > best_score * sumq2[k] {
-                    scale = sumqx[k] / sumq2[k];
-                    best_score = scale * sumqx[k];
+                if improves(sumqx[k], sumq2[k], &mut best_score, &mut scale) {
                     best = Some((i1, i2, k));
                 }
             }

@@ -209,15 +209,27 @@ pub(crate) fn best_split(
                 let sumq2 = (sumw[i1] - sumw[0]) * levels[0] * levels[0]
                     + (sumw[i2] - sumw[i1]) * levels[1] * levels[1]
                     + (sumw[BLOCK] - sumw[i2]) * levels[2] * levels[2];
-                if sumq2 > 0.0 && sumqx * sumqx > best_score * sumq2 {
-                    scale = sumqx / sumq2;
-                    best_score = scale * sumqx;
+                if improves(sumqx, sumq2, &mut best_score, &mut scale) {
                     best = Some((i1, i2, shift));
                 }
             }
         }
     }
     (scale, best)
+}
+
+/// The iq1 split searches' test of one split with sums `sumqx`, `sumq2`: whether it beats
+/// `best_score` (`sumq2 > 0 && sumqx^2 > best_score * sumq2`), and if so the scale and
+/// score it sets.
+#[inline(always)]
+pub(crate) fn improves(sumqx: f32, sumq2: f32, best_score: &mut f32, scale: &mut f32) -> bool {
+    if sumq2 > 0.0 && sumqx * sumqx > *best_score * sumq2 {
+        *scale = sumqx / sumq2;
+        *best_score = *scale * sumqx;
+        true
+    } else {
+        false
+    }
 }
 
 /// C's `MAX(a, b)`: `a > b ? a : b`.

@@ -9,8 +9,9 @@
 //! then takes its term for coordinate `i` from row `i`, indexed by the level bits of each
 //! candidate's lattice index (`lookup4` / `lookup8`, one permute), and adds the terms in
 //! coordinate order from 0, which is the scalar sum bit for bit. Each lane keeps its
-//! least error and the first vector that reached it (a strict `<`, as the scalar loop);
-//! the winner is the lowest position among the lanes holding the overall least error,
+//! least error and the position of the first candidate that reached it (a strict `<`, as
+//! the scalar loop); the winner is the lowest position among the lanes holding the overall
+//! least error,
 //! the scalar loop's first minimum. The neighbour lists are padded by repeating their last
 //! entry, which never wins a first-minimum search.
 
@@ -21,7 +22,7 @@ use crate::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs};
 use crate::blocks::{BlockIq3S, BlockIq3Xxs};
 use crate::scalar::iq_grid::{IqGrid, IqSearch, Neighbours};
 use crate::scalar::iq1_m::{self, CM1, CM2, CP1, CP2};
-use crate::scalar::iq1_s::{BLOCK, LEVELS_MINUS, LEVELS_PLUS};
+use crate::scalar::iq1_s::{BLOCK, LEVELS_MINUS, LEVELS_PLUS, improves};
 
 /// [`IqSearch`] over vectors of `V`'s lanes.
 pub(crate) struct LaneSearch<V>(PhantomData<V>);
@@ -89,9 +90,7 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
                     for j in 0..V::N.min(BLOCK + 1 - i2) {
                         for (k, shift) in [(0, 1i8), (2, -1)] {
                             let (qx, q2) = (sums[k][j], sums[k + 1][j]);
-                            if q2 > 0.0 && qx * qx > best_score * q2 {
-                                scale = qx / q2;
-                                best_score = scale * qx;
+                            if improves(qx, q2, &mut best_score, &mut scale) {
                                 best = Some((i1, i2 + j, shift));
                             }
                         }
@@ -184,9 +183,7 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
                     for j in 0..V::N.min(B + 1 - i2) {
                         for k in 0..4 {
                             let (qx, q2) = (sums[2 * k][j], sums[2 * k + 1][j]);
-                            if q2 > 0.0 && qx * qx > best_score * q2 {
-                                scale = qx / q2;
-                                best_score = scale * qx;
+                            if improves(qx, q2, &mut best_score, &mut scale) {
                                 best = Some((i1, i2 + j, k));
                             }
                         }

@@ -197,6 +197,54 @@ fn options_reach_the_plan() {
 }
 
 #[test]
+fn prune_layers_drops_and_renumbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.gguf");
+    // The committed llama has 4 layers; llama-quantize sorts the list and drops repeats.
+    ok(&quantforge(&[
+        "quantize",
+        "-q",
+        "--prune-layers",
+        " 3,1,1",
+        s(&tiny()),
+        s(&out),
+        "Q4_K_M",
+    ]));
+    let f = GgufFile::open(&out).unwrap();
+    assert_eq!(f.metadata().get_u32("llama.block_count").unwrap(), 2);
+    let source = GgufFile::open(tiny()).unwrap();
+    let shape = |f: &GgufFile, name: &str| {
+        let t = f.tensors().iter().find(|t| t.name() == name).unwrap();
+        (t.ty(), t.ne4())
+    };
+    // Layer 2 is now layer 1; nothing of layers 1 and 3 is left.
+    assert_eq!(
+        shape(&f, "blk.1.attn_norm.weight"),
+        shape(&source, "blk.2.attn_norm.weight")
+    );
+    assert!(f.tensors().iter().all(|t| !t.name().starts_with("blk.2.")));
+    let dropped = source
+        .tensors()
+        .iter()
+        .filter(|t| t.name().starts_with("blk.1.") || t.name().starts_with("blk.3."))
+        .count();
+    assert_eq!(f.tensors().len(), source.tensors().len() - dropped);
+    for bad in ["1,x", "-1", "2,,3", "99999999999"] {
+        let o = quantforge(&[
+            "quantize",
+            "--prune-layers",
+            bad,
+            s(&tiny()),
+            s(&out),
+            "Q8_0",
+        ]);
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("invalid layer id"), "{bad}: {err}");
+    }
+}
+
+#[test]
 fn bad_arguments_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.gguf");

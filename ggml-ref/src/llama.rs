@@ -202,6 +202,9 @@ pub struct Quantize {
     pub imatrix: Vec<(Vec<u8>, Vec<f32>)>,
     /// Metadata overrides in order: `--override-kv`, then the `quantize.imatrix.*` keys.
     pub kv_overrides: Vec<(String, KvValue)>,
+    /// `--prune-layers` (as llama-quantize passes them: sorted, no duplicates); empty for
+    /// none.
+    pub prune_layers: Vec<i32>,
 }
 
 impl Quantize {
@@ -220,6 +223,7 @@ impl Quantize {
             keep_split: false,
             imatrix: Vec::new(),
             kv_overrides: Vec::new(),
+            prune_layers: Vec::new(),
         }
     }
 }
@@ -342,6 +346,8 @@ pub fn quantize(input: &Path, output: &Path, q: &Quantize) -> Result<String, Qua
         .collect();
     kv_overrides.push(KvOverride::end());
 
+    let prune: Vec<i32> = q.prune_layers.iter().copied().chain([-1]).collect();
+
     let mut params = default_params();
     params.nthread = q.nthread;
     params.ftype = q.ftype;
@@ -361,11 +367,14 @@ pub fn quantize(input: &Path, output: &Path, q: &Quantize) -> Result<String, Qua
     if !q.kv_overrides.is_empty() {
         params.kv_overrides = kv_overrides.as_ptr();
     }
+    if !q.prune_layers.is_empty() {
+        params.prune_layers = prune.as_ptr();
+    }
 
     let _run = RUN.lock().unwrap_or_else(|e| e.into_inner());
     LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
     // SAFETY: the paths are NUL-terminated strings and `params` (with the override lists,
-    // their patterns, the imatrix names and values) outlives the call; the lists end with
+    // their patterns, the imatrix names and values, the pruned layers) outlives the call; the lists end with
     // the terminators llama.cpp looks for; it reports failure by its return value.
     let status = unsafe { llama_model_quantize(inp.as_ptr(), out.as_ptr(), &params) };
     let log = std::mem::take(&mut *LOG.lock().unwrap_or_else(|e| e.into_inner()));

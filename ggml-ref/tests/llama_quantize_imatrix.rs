@@ -158,9 +158,11 @@ fn llama_quantize(
     preset: Preset,
     m: Option<&Imatrix>,
     file: &Path,
+    prune: &[u32],
 ) -> Result<(), String> {
     let mut q = Quantize::new(preset.ftype.code());
     q.nthread = threads() as i32;
+    q.prune_layers = prune.iter().map(|&l| l as i32).collect();
     let mut overrides = user_overrides();
     if let Some(m) = m {
         q.imatrix = m
@@ -184,11 +186,13 @@ fn quantforge_quantize(
     preset: Preset,
     m: Option<&Imatrix>,
     file: &Path,
+    prune: &[u32],
 ) -> Result<(), String> {
     let model = GgufModel::open(input).map_err(|e| e.to_string())?;
     let params = ModelParams::from_gguf(model.metadata()).map_err(|e| e.to_string())?;
     let mut options = Options::new(preset);
     options.has_imatrix = m.is_some();
+    options.prune_layers = prune.to_vec();
     let plan = plan(
         &params,
         &tensor_specs(&model).map_err(|e| e.to_string())?,
@@ -214,6 +218,17 @@ fn quantforge_quantize(
 /// Quantizes `input` both ways with the imatrix of `file` for each preset; returns the
 /// presets that differ or fail on one side only.
 fn compare(input: &Path, file: &Path, filter: &WeightFilter, presets: &[&str]) -> Vec<String> {
+    compare_pruned(input, file, filter, presets, &[])
+}
+
+/// [`compare`] with `--prune-layers`.
+fn compare_pruned(
+    input: &Path,
+    file: &Path,
+    filter: &WeightFilter,
+    presets: &[&str],
+    prune: &[u32],
+) -> Vec<String> {
     let mut m = Imatrix::load(file).expect("quantforge reads the imatrix");
     m.retain(filter);
     let m = (!m.is_empty()).then_some(m);
@@ -222,8 +237,8 @@ fn compare(input: &Path, file: &Path, filter: &WeightFilter, presets: &[&str]) -
     let mut failures = Vec::new();
     for name in presets {
         let preset = Preset::parse(name).expect("a preset");
-        let llama = llama_quantize(input, &theirs, preset, m.as_ref(), file);
-        let qf = quantforge_quantize(input, &ours, preset, m.as_ref(), file);
+        let llama = llama_quantize(input, &theirs, preset, m.as_ref(), file, prune);
+        let qf = quantforge_quantize(input, &ours, preset, m.as_ref(), file, prune);
         match (llama, qf) {
             (Ok(()), Ok(())) => {
                 if let Some(diff) = first_difference(&ours, &theirs) {
@@ -318,6 +333,62 @@ fn real_gemma_iq_presets_with_imatrix_bytes() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// `--prune-layers`: layers dropped and renumbered, `block_count` rewritten, the mixes
+/// still counting the source's layers, the importance entries found by the source names;
+/// dense and MoE (whose expert rules read the layer from the new names), lists at the
+/// start, middle and end and beyond the model.
+#[test]
+fn prune_layers_bytes() {
+    let dense = TinyLlama {
+        n_layer: 8,
+        ..TinyLlama::COMMITTED
+    };
+    let moe = TinyLlama {
+        n_layer: 4,
+        n_ff: 256,
+        n_expert: 4,
+        ..TinyLlama::COMMITTED
+    };
+    let presets = ["Q4_K_M", "Q3_K_M", "Q2_K_S", "IQ2_M", "IQ3_XS", "IQ1_M"];
+    let mut failures = Vec::new();
+    for (what, model, lists) in [
+        ("dense", &dense, &[&[0u32, 3][..], &[7], &[2, 5, 6, 11]][..]),
+        ("MoE", &moe, &[&[1u32][..], &[0, 3]][..]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let input = write_model(dir.path(), model);
+        let file = dir.path().join("imatrix.gguf");
+        RawImatrix::random(model, 15, false).write_gguf(&file);
+        // The pruned file is what it should be (so the comparisons compare pruning).
+        let m = Imatrix::load(&file).unwrap();
+        let out = dir.path().join("pruned.gguf");
+        let preset = Preset::parse("Q4_K_M").unwrap();
+        quantforge_quantize(&input, &out, preset, Some(&m), &file, lists[0]).unwrap();
+        let pruned = GgufModel::open(&out).unwrap();
+        let kept = model.n_layer - lists[0].len() as u32;
+        assert_eq!(
+            pruned.metadata().get("llama.block_count"),
+            Some(&Value::U32(kept))
+        );
+        let layers: std::collections::BTreeSet<&str> = pruned
+            .tensors()
+            .filter_map(|t| t.name().strip_prefix("blk."))
+            .filter_map(|n| n.split('.').next())
+            .collect();
+        assert_eq!(layers.len() as u32, kept, "{layers:?}");
+        for prune in lists {
+            let f = compare_pruned(&input, &file, &WeightFilter::All, &presets, prune);
+            eprintln!(
+                "{what} llama, --prune-layers {prune:?}: {} of {} presets byte-identical",
+                presets.len() - f.len(),
+                presets.len()
+            );
+            failures.extend(f.into_iter().map(|f| format!("{what} {prune:?}: {f}")));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// `--include-weights` / `--exclude-weights`: fewer entries, a smaller entry count in the
 /// metadata; none left is no imatrix at all (the mixes that depend on one change back).
 #[test]
@@ -379,8 +450,8 @@ fn partial_imatrix_and_its_effect() {
     let preset = Preset::parse("Q2_K_S").unwrap();
     let m = Imatrix::load(&file).unwrap();
     let out = dir.path().join("out.gguf");
-    let llama = llama_quantize(&input, &out, preset, Some(&m), &file);
-    let qf = quantforge_quantize(&input, &out, preset, Some(&m), &file);
+    let llama = llama_quantize(&input, &out, preset, Some(&m), &file, &[]);
+    let qf = quantforge_quantize(&input, &out, preset, Some(&m), &file, &[]);
     assert!(
         llama.is_err(),
         "llama.cpp quantized Q2_K_S without attn_k data"
@@ -393,8 +464,8 @@ fn partial_imatrix_and_its_effect() {
         dir.path().join("with.gguf"),
         dir.path().join("without.gguf"),
     );
-    quantforge_quantize(&input, &with, preset, Some(&m), &file).unwrap();
-    quantforge_quantize(&input, &without, preset, None, &file).unwrap();
+    quantforge_quantize(&input, &with, preset, Some(&m), &file, &[]).unwrap();
+    quantforge_quantize(&input, &without, preset, None, &file, &[]).unwrap();
     let (a, b) = (
         GgufModel::open(&with).unwrap(),
         GgufModel::open(&without).unwrap(),

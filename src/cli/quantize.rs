@@ -55,6 +55,10 @@ pub struct QuantizeArgs {
     /// (repeatable; the first match wins).
     #[arg(long, value_name = "PATTERN=TYPE")]
     tensor_type: Vec<String>,
+    /// Leave out the layers in LIST (comma-separated numbers), renumbering those after them
+    /// and setting the new block count, as llama-quantize --prune-layers does.
+    #[arg(long, value_name = "LIST", value_parser = parse_prune_layers, allow_hyphen_values = true)]
+    prune_layers: Option<PruneLayers>,
     /// KEY=TYPE:VALUE metadata to set in the output, TYPE one of int, float, bool, str
     /// (repeatable; as llama-quantize, int is written as u32 of its absolute value).
     #[arg(long, value_name = "KEY=TYPE:VALUE")]
@@ -149,6 +153,39 @@ impl QuantizeArgs {
     }
 }
 
+/// The layers of `--prune-layers`, sorted and without duplicates.
+#[derive(Clone, Debug)]
+struct PruneLayers(Vec<u32>);
+
+/// llama-quantize's `parse_layer_prune`: the list split at every comma, each part read as
+/// `std::stoi` reads it (leading white space, a sign, digits, anything after them
+/// ignored); a part that is no number, is negative or beyond a C `int` is refused.
+fn parse_prune_layers(s: &str) -> std::result::Result<PruneLayers, String> {
+    let mut layers = s
+        .split(',')
+        .map(|part| {
+            let t = part.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+            let (negative, t) = match t.as_bytes().first() {
+                Some(b'-') => (true, &t[1..]),
+                Some(b'+') => (false, &t[1..]),
+                _ => (false, t),
+            };
+            let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+            let value = t[..digits]
+                .parse::<i32>()
+                .ok()
+                .map(|v| if negative { -v } else { v });
+            match value {
+                Some(v) if v >= 0 => Ok(v as u32),
+                _ => Err(format!("invalid layer id '{part}'")),
+            }
+        })
+        .collect::<std::result::Result<Vec<u32>, String>>()?;
+    layers.sort_unstable();
+    layers.dedup();
+    Ok(PruneLayers(layers))
+}
+
 fn parse_ggml_type(s: &str) -> std::result::Result<GgmlType, String> {
     GgmlType::from_name(s).map_err(|e| e.to_string())
 }
@@ -167,6 +204,7 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     options.output_tensor_type = args.output_tensor_type;
     options.token_embedding_type = args.token_embedding_type;
     options.keep_split = args.keep_split;
+    options.prune_layers = args.prune_layers.clone().map_or_else(Vec::new, |p| p.0);
     options.tensor_types = args
         .tensor_type
         .iter()

@@ -341,9 +341,11 @@ impl Imatrix {
     /// How a converted tensor of the plan uses this imatrix (`llama_model_quantize_impl`):
     /// its entry if the length is `ne0 * ne2`; none if there is no entry; none for token
     /// embeddings of the wrong length; an error for other tensors of the wrong length, and
-    /// for a target type that requires an entry when it gets none.
+    /// for a target type that requires an entry when it gets none. The entry is looked up
+    /// by the tensor's source name (a layer renumbered by `--prune-layers` keeps its
+    /// entry); errors name it as it is in the output, as llama.cpp's do.
     pub fn use_for(&self, t: &TensorPlan) -> Result<ImatrixUse, ImatrixError> {
-        let found = match self.get(&t.name) {
+        let found = match self.get(&t.source_name) {
             None => ImatrixUse::NoEntry,
             Some(values) => {
                 let expected = t.ne[0].saturating_mul(t.ne[2]);

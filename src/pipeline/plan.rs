@@ -28,6 +28,7 @@ mod ftype;
 mod mix;
 mod model;
 mod order;
+mod prune;
 mod rules;
 
 pub use error::PlanError;
@@ -142,6 +143,10 @@ pub struct Options {
     pub allow_requantize: bool,
     /// `--keep-split`: one output file per input file, tensors in file order.
     pub keep_split: bool,
+    /// `--prune-layers`: the layers left out of the output, those after them renumbered
+    /// (llama-quantize passes them sorted, without duplicates). The layer-dependent mix
+    /// rules still count the source's layers, as llama.cpp's do.
+    pub prune_layers: Vec<u32>,
 }
 
 impl Options {
@@ -158,6 +163,7 @@ impl Options {
             has_imatrix: false,
             allow_requantize: false,
             keep_split: false,
+            prune_layers: Vec::new(),
         }
     }
 }
@@ -209,8 +215,11 @@ pub struct Fallback {
 pub struct TensorPlan {
     /// Its position in the tensor list given to [`plan`].
     pub input_index: usize,
-    /// Its name.
+    /// Its name in the output.
     pub name: String,
+    /// Its name in the source (and in the importance matrix); other than `name` only
+    /// when `--prune-layers` renumbered its layer.
+    pub source_name: String,
     /// Its ggml dimensions.
     pub ne: [u64; 4],
     /// Its type in the source.
@@ -260,6 +269,9 @@ pub struct Plan {
     pub quantization_version: u32,
     /// How many tensors took a fallback.
     pub n_fallback: usize,
+    /// With `--prune-layers`: the `{arch}.block_count` key and the layers kept, set after
+    /// every other key as llama.cpp sets it.
+    pub block_count: Option<(String, u32)>,
     has_imatrix: bool,
     allow_requantize: bool,
 }
@@ -320,6 +332,34 @@ pub fn plan(
         order.sort_by_key(|&i| (tensors[i].split, tensors[i].offset));
     }
 
+    // Pruned layers drop out of everything below; the kept tensors carry their new names
+    // (llama.cpp renames before counting and deciding).
+    let mut block_count = None;
+    let renamed: Vec<TensorSpec>;
+    let kept: &[TensorSpec] = if options.prune_layers.is_empty() {
+        tensors
+    } else {
+        let pruned = prune::prune(tensors, &by_load, &options.prune_layers)?;
+        block_count = Some((format!("{}.block_count", model.arch), pruned.block_count));
+        renamed = tensors
+            .iter()
+            .zip(&pruned.names)
+            .map(|(t, name)| TensorSpec {
+                name: name.clone().unwrap_or_default(),
+                ..t.clone()
+            })
+            .collect();
+        order.retain(|&i| pruned.names[i].is_some());
+        let mut seen = HashSet::new();
+        if let Some(&dup) = order
+            .iter()
+            .find(|&&i| !seen.insert(renamed[i].name.as_str()))
+        {
+            return Err(PlanError::DuplicateTensor(renamed[dup].name.clone()));
+        }
+        &renamed
+    };
+
     let file_type = if options.only_copy {
         model.file_type.unwrap_or_else(|| {
             let loaded: Vec<&TensorSpec> = by_load.iter().map(|&i| &tensors[i]).collect();
@@ -330,11 +370,11 @@ pub fn plan(
     };
 
     let mut counters = mix::Counters {
-        n_attention_wv: tensors
+        n_attention_wv: order
             .iter()
-            .filter(|t| Category::of(&t.name).is_attn_v())
+            .filter(|&&i| Category::of(&kept[i].name).is_attn_v())
             .count() as i64,
-        tied_embeddings: !tensors.iter().any(|t| t.name == "output.weight"),
+        tied_embeddings: !order.iter().any(|&i| kept[i].name == "output.weight"),
         ..mix::Counters::default()
     };
     let cx = mix::MixContext {
@@ -348,10 +388,11 @@ pub fn plan(
     let mut planned = Vec::with_capacity(tensors.len());
     let mut n_fallback = 0;
     for &index in &order {
-        let t = &tensors[index];
+        let t = &kept[index];
         let mut entry = TensorPlan {
             input_index: index,
             name: t.name.clone(),
+            source_name: tensors[index].name.clone(),
             ne: t.ne,
             source: t.ty,
             target: t.ty,
@@ -400,6 +441,7 @@ pub fn plan(
         file_type,
         quantization_version: QUANTIZATION_VERSION,
         n_fallback,
+        block_count,
         has_imatrix: options.has_imatrix,
         allow_requantize: options.allow_requantize,
     })

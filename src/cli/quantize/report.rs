@@ -309,6 +309,7 @@ mod tests {
         TensorPlan {
             input_index: 0,
             name: name.to_string(),
+            source_name: name.to_string(),
             ne: [256, 4, 1, 1],
             source,
             target,

@@ -12,6 +12,9 @@ pub enum PlanError {
     /// A model hyperparameter is missing or out of range.
     #[error("model metadata: {0}")]
     Metadata(String),
+    /// A tensor name's `blk.N.` has a number beyond a C `int` (`--prune-layers`).
+    #[error("tensor {0}: layer number out of range")]
+    BadLayerNumber(String),
     /// Two tensors share a name.
     #[error("tensor {0} appears twice")]
     DuplicateTensor(String),

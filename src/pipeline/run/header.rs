@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 /// The output's metadata as llama.cpp's quantizer writes it: the source's keys in their
 /// order, then `general.quantization_version` and `general.file_type` (moved to the end,
 /// as `gguf_set_val_*` removes a key before appending it), without the `split.*` keys,
-/// then the overrides (each also moved to the end).
+/// then the overrides (each also moved to the end), then with `--prune-layers` the new
+/// `{arch}.block_count`.
 pub fn output_metadata(source: &Metadata, plan: &Plan, overrides: &[(String, Value)]) -> Metadata {
     let mut meta = source.clone();
     let put = |meta: &mut Metadata, key: &str, value: Value| {
@@ -32,6 +33,9 @@ pub fn output_metadata(source: &Metadata, plan: &Plan, overrides: &[(String, Val
     }
     for (key, value) in overrides {
         put(&mut meta, key, value.clone());
+    }
+    if let Some((key, count)) = &plan.block_count {
+        put(&mut meta, key, Value::U32(*count));
     }
     meta
 }

@@ -213,11 +213,11 @@ pub fn run(
     for t in &plan.tensors {
         let fits = tensors
             .get(t.input_index)
-            .is_some_and(|v| v.name() == t.name && v.gguf_dims().ty == t.source);
+            .is_some_and(|v| v.name() == t.source_name && v.gguf_dims().ty == t.source);
         if !fits {
             return Err(RunError::PlanMismatch(format!(
                 "tensor #{} is not {} of type {}",
-                t.input_index, t.name, t.source
+                t.input_index, t.source_name, t.source
             )));
         }
         check_convertible(t)?;
@@ -255,7 +255,7 @@ pub fn run(
         .iter()
         .zip(&uses)
         .map(|(t, u)| match (imatrix, u) {
-            (Some(m), Some(ImatrixUse::Used)) => m.get(&t.name),
+            (Some(m), Some(ImatrixUse::Used)) => m.get(&t.source_name),
             _ => None,
         })
         .collect();

@@ -98,6 +98,7 @@ fn tensor(name: &str, ne: [u64; 4], target: GgmlType, requires_imatrix: bool) ->
     TensorPlan {
         input_index: 0,
         name: name.to_string(),
+        source_name: name.to_string(),
         ne,
         source: GgmlType::F16,
         target,

@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use quantforge::model::{Model, ModelSource};
 use quantforge::pipeline::imatrix::{Imatrix, ImatrixFormat, WeightFilter};
-use quantforge::pipeline::plan::{Options, Preset, TensorTypeRule, plan};
+use quantforge::pipeline::plan::{Options, Preset, TensorTypeRule, parse_leading_int, plan};
 use quantforge::pipeline::run::{self, OutputLayout, RunOptions};
 use quantforge_formats::gguf::{SplitLimits, Value};
 use quantforge_formats::safetensors::ModelFolder;
@@ -163,22 +163,9 @@ struct PruneLayers(Vec<u32>);
 fn parse_prune_layers(s: &str) -> std::result::Result<PruneLayers, String> {
     let mut layers = s
         .split(',')
-        .map(|part| {
-            let t = part.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
-            let (negative, t) = match t.as_bytes().first() {
-                Some(b'-') => (true, &t[1..]),
-                Some(b'+') => (false, &t[1..]),
-                _ => (false, t),
-            };
-            let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-            let value = t[..digits]
-                .parse::<i32>()
-                .ok()
-                .map(|v| if negative { -v } else { v });
-            match value {
-                Some(v) if v >= 0 => Ok(v as u32),
-                _ => Err(format!("invalid layer id '{part}'")),
-            }
+        .map(|part| match parse_leading_int(part) {
+            Some(v) if v >= 0 => Ok(v as u32),
+            _ => Err(format!("invalid layer id '{part}'")),
         })
         .collect::<std::result::Result<Vec<u32>, String>>()?;
     layers.sort_unstable();

@@ -32,7 +32,7 @@ mod prune;
 mod rules;
 
 pub use error::PlanError;
-pub use ftype::{FILE_TYPE_GUESSED, FileType, Preset};
+pub use ftype::{FILE_TYPE_GUESSED, FileType, Preset, parse_leading_int};
 pub use model::ModelParams;
 pub use rules::Category;
 

@@ -232,7 +232,7 @@ impl fmt::Display for Preset {
 /// The integer at the start of `s` as C++'s `std::stoi` reads it: leading whitespace, an
 /// optional sign, at least one digit; trailing text is ignored. `None` when there is no
 /// number or it does not fit an `int`.
-fn parse_leading_int(s: &str) -> Option<i64> {
+pub fn parse_leading_int(s: &str) -> Option<i64> {
     let s = s.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
     let (negative, rest) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),

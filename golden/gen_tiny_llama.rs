@@ -70,30 +70,9 @@ fn parse(args: &[String]) -> Result<(TinyLlama, PathBuf, Option<PathBuf>), Strin
     Ok((model, out, imatrix))
 }
 
-/// Pseudo-random importance data for every weight matrix: per expert `ne0` sums and a
-/// count.
+/// Writes [`TinyLlama::imatrix_entries`] as a GGUF importance matrix.
 fn write_imatrix(model: &TinyLlama, path: &std::path::Path) -> Result<(), String> {
-    let mut state = model.seed ^ 0x1A7_81C5 | 1;
-    let mut unit = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 40) as f32 / (1u64 << 24) as f32
-    };
-    let mut owned = Vec::new();
-    for (name, ne, _) in model.tensors() {
-        if ne[1] == 1 || name == "token_embd.weight" {
-            continue;
-        }
-        let experts = ne[2] as usize;
-        let sums: Vec<f32> = (0..ne[0] as usize * experts)
-            .map(|_| 50.0 * unit() * unit())
-            .collect();
-        let counts: Vec<f32> = (0..experts)
-            .map(|_| (1.0 + 600.0 * unit()).floor())
-            .collect();
-        owned.push((name, sums, counts));
-    }
+    let owned = model.imatrix_entries();
     let entries: Vec<_> = owned
         .iter()
         .map(|(n, s, c)| (n.as_str(), s.as_slice(), c.as_slice()))

@@ -140,6 +140,28 @@ impl TinyLlama {
         Ok(b)
     }
 
+    /// Pseudo-random importance data for every weight matrix but the token embedding
+    /// (which llama-imatrix never sees), as llama-imatrix collects it: per tensor its
+    /// name, `ne0` sums per expert and one whole count per expert.
+    pub fn imatrix_entries(&self) -> Vec<(String, Vec<f32>, Vec<f32>)> {
+        let mut rng = XorShift((self.seed ^ 0x1A7_81C5) | 1);
+        let mut entries = Vec::new();
+        for (name, ne, _) in self.tensors() {
+            if ne[1] == 1 || name == "token_embd.weight" {
+                continue;
+            }
+            let experts = ne[2] as usize;
+            let sums = (0..ne[0] as usize * experts)
+                .map(|_| 50.0 * rng.unit() * rng.unit())
+                .collect();
+            let counts = (0..experts)
+                .map(|_| (1.0 + 600.0 * rng.unit()).floor())
+                .collect();
+            entries.push((name, sums, counts));
+        }
+        entries
+    }
+
     /// The whole file in memory.
     pub fn to_bytes(&self) -> Result<Vec<u8>, GgufError> {
         self.builder()?.to_bytes()
@@ -162,6 +184,11 @@ impl XorShift {
         x ^= x << 17;
         self.0 = x;
         x
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
     }
 
     /// Uniform in [-1, 1).

@@ -374,8 +374,9 @@ pub fn quantize(input: &Path, output: &Path, q: &Quantize) -> Result<String, Qua
     let _run = RUN.lock().unwrap_or_else(|e| e.into_inner());
     LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
     // SAFETY: the paths are NUL-terminated strings and `params` (with the override lists,
-    // their patterns, the imatrix names and values, the pruned layers) outlives the call; the lists end with
-    // the terminators llama.cpp looks for; it reports failure by its return value.
+    // their patterns, the imatrix names and values, the pruned layers) outlives the call;
+    // the lists end with the terminators llama.cpp looks for; it reports failure by its
+    // return value.
     let status = unsafe { llama_model_quantize(inp.as_ptr(), out.as_ptr(), &params) };
     let log = std::mem::take(&mut *LOG.lock().unwrap_or_else(|e| e.into_inner()));
     if status == 0 {

@@ -191,7 +191,7 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     options.output_tensor_type = args.output_tensor_type;
     options.token_embedding_type = args.token_embedding_type;
     options.keep_split = args.keep_split;
-    options.prune_layers = args.prune_layers.clone().map_or_else(Vec::new, |p| p.0);
+    options.prune_layers = args.prune_layers.take().map(|p| p.0).unwrap_or_default();
     options.tensor_types = args
         .tensor_type
         .iter()

@@ -320,9 +320,8 @@ pub fn plan(
         .ftype
         .default_type()
         .ok_or(PlanError::InvalidFileType(options.ftype))?;
-    let mut seen = HashSet::new();
-    if let Some(dup) = tensors.iter().find(|t| !seen.insert(t.name.as_str())) {
-        return Err(PlanError::DuplicateTensor(dup.name.clone()));
+    if let Some(dup) = first_repeat(tensors.iter().map(|t| t.name.as_str())) {
+        return Err(PlanError::DuplicateTensor(dup.to_string()));
     }
 
     let mut by_load: Vec<usize> = (0..tensors.len()).collect();
@@ -350,12 +349,8 @@ pub fn plan(
             })
             .collect();
         order.retain(|&i| pruned.names[i].is_some());
-        let mut seen = HashSet::new();
-        if let Some(&dup) = order
-            .iter()
-            .find(|&&i| !seen.insert(renamed[i].name.as_str()))
-        {
-            return Err(PlanError::DuplicateTensor(renamed[dup].name.clone()));
+        if let Some(dup) = first_repeat(order.iter().map(|&i| renamed[i].name.as_str())) {
+            return Err(PlanError::DuplicateTensor(dup.to_string()));
         }
         &renamed
     };
@@ -445,6 +440,12 @@ pub fn plan(
         has_imatrix: options.has_imatrix,
         allow_requantize: options.allow_requantize,
     })
+}
+
+/// The first name that appeared before.
+fn first_repeat<'a>(mut names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let mut seen = HashSet::new();
+    names.find(|&n| !seen.insert(n))
 }
 
 /// The type of one quantizable tensor (`llama_tensor_get_type`): the explicit options

@@ -4,7 +4,7 @@
 //! and `dequantize_row_iq2_xs`, and holds the search of a half sub-block of 16 that iq2_s
 //! shares.
 
-use super::iq_grid::{IQ2XS, IqGrid, IqSearch, Serial};
+use super::iq_grid::{IQ2XS, IqGrid, IqSearch, Q_IQ2, Serial, Trials};
 use super::iq2_xxs::{
     K_MAX_Q, c_max, even_signs, fit, grid_index, max_of, put_signed, scale_code, snap_to_grid,
 };
@@ -105,27 +105,20 @@ pub(super) fn search_pair<S: IqSearch>(
     waux: &[f32; 16],
     max: f32,
 ) -> Option<(f32, [i8; 16])> {
+    let ids: [f32; 19] =
+        std::array::from_fn(|n| ((2 * K_MAX_Q - 1) as f32 + (n as i32 - 9) as f32 * 0.1) / max);
+    let mut trials = Trials::<2>::new();
+    S::trials(grid, &Q_IQ2, xval, weight, waux, &ids, &mut trials);
     let mut l = [0i8; 16];
     let mut on_grid = [true; 2];
     let mut best = 0.0f32;
     let mut scale = max / (2 * K_MAX_Q - 1) as f32;
-    for is in -9..=9 {
-        let id = ((2 * K_MAX_Q - 1) as f32 + is as f32 * 0.1) / max;
-        let this_scale = 1.0 / id;
-        let mut laux = [0i8; 16];
-        let mut on_grid_aux = [true; 2];
-        for (k, la) in laux.chunks_exact_mut(8).enumerate() {
-            let g = 8 * k..8 * k + 8;
-            let (levels, on) = snap_to_grid::<S>(grid, &xval[g.clone()], &waux[g], id, this_scale);
-            la.copy_from_slice(&levels);
-            on_grid_aux[k] = on;
-        }
-        let (sumqx, sumq2) = fit(weight, xval, &laux);
+    for (t, &(sumqx, sumq2)) in trials.sums[..ids.len()].iter().enumerate() {
         if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
             scale = sumqx / sumq2;
             best = scale * sumqx;
-            l = laux;
-            on_grid = on_grid_aux;
+            trials.levels(grid, t, &mut l);
+            on_grid = trials.on_grid[t];
         }
     }
     if on_grid.contains(&false) && scale > 0.0 {

@@ -4,7 +4,7 @@
 //! `dequantize_row_iq2_xxs`, and holds the lattice search the three iq2 quantizers share
 //! (`iq2_find_best_neighbour` and the rounding of a group of 8 onto the grid).
 
-use super::iq_grid::{IQ2XXS, IqGrid, IqSearch, Lookup, Q_IQ2, Serial};
+use super::iq_grid::{IQ2XXS, IqGrid, IqSearch, Lookup, Q_IQ2, Serial, Trials};
 use super::kquant::{GROUP_MAX_EPS, importance_weights, make_qp_quants, sum_squares};
 use super::tables::{IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS};
 use crate::blocks::{BlockIq2Xxs, QK_K};
@@ -225,24 +225,22 @@ fn quantize_sub_block<S: IqSearch>(
     }
     // ggml's L keeps make_qp_quants' codes until a trial wins; they are never stored
     // (with no winner the refinement below replaces them, the scale being positive).
+    let ids: [f32; 13] =
+        std::array::from_fn(|n| ((2 * K_MAX_Q - 1) as f32 + (n as i32 - 6) as f32 * 0.1) / eff_max);
+    let mut trials = Trials::<4>::new();
+    S::trials(&IQ2XXS, &Q_IQ2, &xval, &weight, &waux, &ids, &mut trials);
     let mut l = [0i8; 32];
     let mut best = 0.0f32;
-    for is in -6..=6 {
-        let id = ((2 * K_MAX_Q - 1) as f32 + is as f32 * 0.1) / eff_max;
-        let this_scale = 1.0 / id;
-        let mut laux = [0i8; 32];
-        for (la, (xv, wa)) in laux
-            .chunks_exact_mut(8)
-            .zip(xval.chunks_exact(8).zip(waux.chunks_exact(8)))
-        {
-            la.copy_from_slice(&snap_to_grid::<S>(&IQ2XXS, xv, wa, id, this_scale).0);
-        }
-        let (sumqx, sumq2) = fit(&weight, &xval, &laux);
+    let mut winner = None;
+    for (t, &(sumqx, sumq2)) in trials.sums[..ids.len()].iter().enumerate() {
         if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
             scale = sumqx / sumq2;
             best = scale * sumqx;
-            l = laux;
+            winner = Some(t);
         }
+    }
+    if let Some(t) = winner {
+        trials.levels(&IQ2XXS, t, &mut l);
     }
     if scale > 0.0 {
         let id = 1.0 / scale;

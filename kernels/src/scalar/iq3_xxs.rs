@@ -5,7 +5,7 @@
 //! `quantize_row_iq3_xxs_impl`, its near-copy `quantize_row_iq3_s_impl` (the differences
 //! are the fields of [`Iq3Rules`]) and `iq3_find_best_neighbour`.
 
-use super::iq_grid::{IQ3XXS, IqGrid, IqSearch, Lookup, Q_IQ3, Serial};
+use super::iq_grid::{IQ3XXS, IqGrid, IqSearch, Lookup, MAX_TRIALS, Q_IQ3, Serial, Trials};
 use super::iq2_xxs::put_signed;
 use super::tables::{IQ3XXS_GRID, KSIGNS_IQ2XS};
 use crate::blocks::{BlockIq3Xxs, QK_K};
@@ -172,22 +172,19 @@ fn search_sub_block<S: IqSearch>(
     // Grid point 0 is levels 0, what ggml's zeroed L holds until a candidate wins.
     let mut chosen = [0u16; 8];
     let mut on_grid = [rules.on_grid_before_search; 8];
-    for is in -rules.steps..=rules.steps {
-        let id = ((2 * K_MAX_Q - 1) as f32 + is as f32 * 0.2) / max;
-        let this_scale = 1.0 / id;
-        let mut candidate = [0u16; 8];
-        let mut candidate_on_grid = [true; 8];
-        for k in 0..8 {
-            let g = 4 * k..4 * k + 4;
-            (candidate[k], candidate_on_grid[k]) =
-                snap::<S>(grid, &xval[g.clone()], &waux[g], id, this_scale);
-        }
-        let (sumqx, sumq2) = weighted_sums(grid, weight, &xval, &candidate);
+    let mut ids = [0.0f32; MAX_TRIALS];
+    let n = (2 * rules.steps + 1) as usize;
+    for (id, is) in ids.iter_mut().zip(-rules.steps..=rules.steps) {
+        *id = ((2 * K_MAX_Q - 1) as f32 + is as f32 * 0.2) / max;
+    }
+    let mut trials = Trials::<8>::new();
+    S::trials(grid, &Q_IQ3, &xval, weight, &waux, &ids[..n], &mut trials);
+    for (t, &(sumqx, sumq2)) in trials.sums[..n].iter().enumerate() {
         if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
             scale = sumqx / sumq2;
             best = scale * sumqx;
-            chosen = candidate;
-            on_grid = candidate_on_grid;
+            chosen = trials.index[t];
+            on_grid = trials.on_grid[t];
         }
     }
 

@@ -6,6 +6,8 @@
 //! is compiled, so the first row costs nothing extra (ggml spends 1.4 to 16 s per type
 //! building the same lists in `ggml_quantize_init`).
 
+use crate::num::nearest_int;
+
 /// One grid of `D`-coordinate points and its search data.
 pub struct IqGrid<const D: usize> {
     /// `D` bytes per point: each coordinate `2l + 1`, `l` its level.
@@ -116,6 +118,92 @@ pub(crate) trait IqSearch {
         scale: f32,
         q: &[f32],
     ) -> Option<usize>;
+
+    /// Every candidate scale of a scale search at once: for trial `t`, each group of `D`
+    /// magnitudes of `xval` rounded at inverse scale `ids[t]`
+    /// (`clamp(nearest_int(0.5 * (id * x - 1)), 0, q.len() - 1)`), put on `grid` (its
+    /// lattice point, or when that is off the grid the neighbour [`IqSearch::best`] picks
+    /// at scale `1 / ids[t]` with the search weights `waux`), and the fit
+    /// `(sum w*x*q, sum w*q*q)` of the trial's points with `weight`, each product
+    /// `(w * x) * q` and `(w * q) * q`, summed in element order from 0. This is the loop body
+    /// of ggml's scale searches (`quantize_row_iq2_*_impl`, `quantize_row_iq3_*_impl`)
+    /// before its test of the fit, which depends on no earlier trial's result.
+    #[inline(always)]
+    fn trials<const D: usize, const G: usize>(
+        grid: &IqGrid<D>,
+        q: &[f32],
+        xval: &[f32],
+        weight: &[f32],
+        waux: &[f32],
+        ids: &[f32],
+        out: &mut Trials<G>,
+    ) {
+        let top = q.len() as i32 - 1;
+        for (t, &id) in ids.iter().enumerate() {
+            let this_scale = 1.0 / id;
+            for k in 0..G {
+                let g = D * k..D * k + D;
+                let (x, wa) = (&xval[g.clone()], &waux[g]);
+                let levels: [i8; D] = std::array::from_fn(|i| {
+                    nearest_int(0.5 * (id * x[i] - 1.0)).clamp(0, top) as i8
+                });
+                (out.index[t][k], out.on_grid[t][k]) = match grid.lookup(grid.index(&levels)) {
+                    Lookup::On(j) => (j as u16, true),
+                    Lookup::Off(nb) => {
+                        let j =
+                            Self::best(grid, nb, x, wa, this_scale, q).unwrap_or_else(|| nb.at(0));
+                        (j as u16, false)
+                    }
+                };
+            }
+            let mut sumqx = 0.0f32;
+            let mut sumq2 = 0.0f32;
+            for k in 0..G {
+                let p = grid.point(out.index[t][k] as usize);
+                for i in 0..D {
+                    let w = weight[D * k + i];
+                    let q = p[i] as f32;
+                    sumqx += w * xval[D * k + i] * q;
+                    sumq2 += w * q * q;
+                }
+            }
+            out.sums[t] = (sumqx, sumq2);
+        }
+    }
+}
+
+/// The most candidate scales any i-quant search tries (iq3_xxs: 31).
+pub(crate) const MAX_TRIALS: usize = 32;
+
+/// What [`IqSearch::trials`] finds for each trial of a scale search over `G` groups.
+pub(crate) struct Trials<const G: usize> {
+    /// The grid index of each group.
+    pub index: [[u16; G]; MAX_TRIALS],
+    /// Whether each group's rounded lattice point was on the grid.
+    pub on_grid: [[bool; G]; MAX_TRIALS],
+    /// `(sumqx, sumq2)` of the fit.
+    pub sums: [(f32, f32); MAX_TRIALS],
+}
+
+impl<const G: usize> Trials<G> {
+    /// Room for [`MAX_TRIALS`] trials.
+    pub fn new() -> Self {
+        Trials {
+            index: [[0; G]; MAX_TRIALS],
+            on_grid: [[false; G]; MAX_TRIALS],
+            sums: [(0.0, 0.0); MAX_TRIALS],
+        }
+    }
+
+    /// The levels `(c - 1) / 2` of trial `t`'s points, group after group.
+    pub fn levels<const D: usize>(&self, grid: &IqGrid<D>, t: usize, out: &mut [i8]) {
+        for (k, o) in out.chunks_exact_mut(D).enumerate() {
+            let p = grid.point(self.index[t][k] as usize);
+            for (l, c) in o.iter_mut().zip(p) {
+                *l = (c - 1) / 2;
+            }
+        }
+    }
 }
 
 /// ggml's search, one candidate after another.

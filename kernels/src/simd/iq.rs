@@ -20,7 +20,7 @@ use std::marker::PhantomData;
 use super::lanes::{Lanes, MAX_LANES, from_fn};
 use crate::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs};
 use crate::blocks::{BlockIq3S, BlockIq3Xxs};
-use crate::scalar::iq_grid::{IqGrid, IqSearch, Neighbours};
+use crate::scalar::iq_grid::{IqGrid, IqSearch, Lookup, MAX_TRIALS, Neighbours, Trials};
 use crate::scalar::iq1_m::{self, CM1, CM2, CP1, CP2};
 use crate::scalar::iq1_s::{BLOCK, LEVELS_MINUS, LEVELS_PLUS, improves};
 
@@ -195,6 +195,102 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
         (scale, best)
     }
 
+    /// Trials in lanes: each group's rounding and lattice index for `V::N` trials at once
+    /// (the same IEEE operations per lane as the scalar loop), the neighbour searches of
+    /// the off-grid ones through [`Candidates`] (prepared once per run of trials that meet
+    /// the same list), and the fits of `V::N` trials at once, each lane summing its
+    /// trial's terms in element order.
+    #[inline(always)]
+    fn trials<const D: usize, const G: usize>(
+        grid: &IqGrid<D>,
+        q: &[f32],
+        xval: &[f32],
+        weight: &[f32],
+        waux: &[f32],
+        ids: &[f32],
+        out: &mut Trials<G>,
+    ) {
+        let nt = ids.len();
+        let n = D * G;
+        debug_assert!(n <= 32 && nt <= MAX_TRIALS && MAX_TRIALS.is_multiple_of(V::N));
+        let top = q.len() as i32 - 1;
+        let base = if D == 8 { 4.0f32 } else { 8.0 };
+        let mut idp = [ids[nt - 1]; MAX_TRIALS];
+        idp[..nt].copy_from_slice(ids);
+        // Per element, each trial's coordinate 2l + 1; per group, each trial's lattice
+        // index (an exact float: at most 16 bits).
+        let mut qm = [[0.0f32; MAX_TRIALS]; 32];
+        let mut um = [[0.0f32; MAX_TRIALS]; G];
+        let (half, one, two) = (V::splat(0.5), V::splat(1.0), V::splat(2.0));
+        for c in (0..nt).step_by(V::N) {
+            let id = V::load(&idp[c..]);
+            for k in 0..G {
+                let mut u = V::splat(0.0);
+                let mut place = 1.0f32;
+                for i in 0..D {
+                    let x = V::splat(xval[D * k + i]);
+                    let l = V::clamp_int(half.mul(id.mul(x).sub(one)).nearest_int(), 0, top);
+                    let lf = V::int_to_f32(l);
+                    lf.mul(two).add(one).store(&mut qm[D * k + i][c..]);
+                    u = u.add(lf.mul(V::splat(place)));
+                    place *= base;
+                }
+                u.store(&mut um[k][c..]);
+            }
+        }
+        let mut cands = Candidates::new();
+        for k in 0..G {
+            let g = D * k..D * k + D;
+            let (x, wa) = (&xval[g.clone()], &waux[g]);
+            // Lists of 4-coordinate points are short: scoring them directly is cheaper
+            // than preparing their sums (measured on iq3_xxs and iq3_s).
+            let in_range = D == 8 && Candidates::group_in_range(x, wa);
+            let mut prepared = usize::MAX;
+            for t in 0..nt {
+                let u = um[k][t] as usize;
+                let j = match grid.lookup(u) {
+                    Lookup::On(j) => {
+                        (out.index[t][k], out.on_grid[t][k]) = (j as u16, true);
+                        continue;
+                    }
+                    Lookup::Off(nb) => {
+                        let scale = 1.0 / ids[t];
+                        if in_range && (1.0 / SAFE..=SAFE).contains(&scale) {
+                            if prepared != u {
+                                cands.prepare::<V, D>(nb, x, wa, q);
+                                prepared = u;
+                            }
+                            cands.best::<V, D>(grid, x, wa, scale, q)
+                        } else {
+                            Self::best(grid, nb, x, wa, scale, q).unwrap_or_else(|| nb.at(0))
+                        }
+                    }
+                };
+                (out.index[t][k], out.on_grid[t][k]) = (j as u16, false);
+                let p = grid.point(j);
+                for i in 0..D {
+                    qm[D * k + i][t] = p[i] as f32;
+                }
+            }
+        }
+        let mut sx = [0.0f32; MAX_TRIALS];
+        let mut s2 = [0.0f32; MAX_TRIALS];
+        for c in (0..nt).step_by(V::N) {
+            let mut sumqx = V::splat(0.0);
+            let mut sumq2 = V::splat(0.0);
+            for i in 0..n {
+                let qv = V::load(&qm[i][c..]);
+                sumqx = sumqx.add(V::splat(weight[i] * xval[i]).mul(qv));
+                sumq2 = sumq2.add(V::splat(weight[i]).mul(qv).mul(qv));
+            }
+            sumqx.store(&mut sx[c..]);
+            sumq2.store(&mut s2[c..]);
+        }
+        for t in 0..nt {
+            out.sums[t] = (sx[t], s2[t]);
+        }
+    }
+
     #[inline(always)]
     fn best<const D: usize>(
         _grid: &IqGrid<D>,
@@ -248,6 +344,186 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
         let at_min = V::select(least.eq(V::splat(min)), pos, V::splat(f32::MAX));
         let first = -zero.sub(at_min).hmax() as usize;
         Some(nb.at(first))
+    }
+}
+
+/// Neighbour lists hold at most this many candidates (iq2_xs's longest has 292), padded.
+const MAX_CANDIDATES: usize = 304;
+
+/// The scale-free parts of every candidate's error for one group and one neighbour list:
+/// with search weights `w`, magnitudes `x` and candidate coordinates `q`,
+/// `sum w (s q - x)^2 = s^2 a - 2 s b + c` for `a = sum w q^2`, `b = sum w q x` and
+/// `c = sum w x^2`. A scale search meets the same list at many of its trial scales (the
+/// rounded lattice point of a group changes only a few times as the scale moves), so
+/// these are computed once per run of trials with the same list, and each trial then
+/// ranks the candidates by `s^2 a - 2 s b` at a few operations per candidate.
+///
+/// That ranking is not the scalar search's float sum, so it is used only to rule
+/// candidates out, with a bound on how far the two can differ: for groups whose values,
+/// weights and scale lie within `2^±30`, the float sum of `(w * diff) * diff` over 8 or
+/// fewer coordinates differs from the exact `s^2 a - 2 s b + c` by less than
+/// `u (25 s^2 a + 24 c)`, and the ranking computed here (`a` and `b` in float, then
+/// `s^2 a - 2 s b`) by less than `u (24 s^2 a + 12 c)`, plus terms below `2^-79` from
+/// underflow (`u = 2^-24`; first-order bounds on each rounding, with
+/// `|b| <= sqrt(a c)` and `2 s sqrt(a c) <= s^2 a + c`). With the margin
+/// `e = 2^-18 (s^2 a + c) + 2^-60`, which exceeds both with room for its own rounding,
+/// a candidate whose ranking minus `e` is above some other's ranking plus `e` has a
+/// larger float error than that one and cannot be the first minimum. Whatever is not
+/// ruled out (usually the winner alone) is then scored exactly as the scalar loop does.
+struct Candidates {
+    a: [f32; MAX_CANDIDATES],
+    b: [f32; MAX_CANDIDATES],
+    c: f32,
+    len: usize,
+    /// The list's first entry, to read grid indices by position.
+    list: Option<Neighbours>,
+}
+
+/// Values, weights and scales within this magnitude (and not below its inverse, for the
+/// scale) keep every product of the bound analysis in [`Candidates`] normal and finite.
+const SAFE: f32 = (1u64 << 30) as f32;
+
+/// [`Candidates`]' margin: `2^-18` relative and `2^-60` absolute.
+const MARGIN_REL: f32 = 1.0 / (1u32 << 18) as f32;
+const MARGIN_ABS: f32 = 1.0 / (1u64 << 60) as f32;
+
+impl Candidates {
+    fn new() -> Self {
+        Candidates {
+            a: [0.0; MAX_CANDIDATES],
+            b: [0.0; MAX_CANDIDATES],
+            c: 0.0,
+            len: 0,
+            list: None,
+        }
+    }
+
+    /// Whether a group's values and weights are in the range the bound holds for: the
+    /// bound needs `w >= 0` (so that `|b| <= sqrt(a c)`), and NaN is never in range.
+    #[inline(always)]
+    fn group_in_range(x: &[f32], w: &[f32]) -> bool {
+        x.iter().all(|v| v.abs() <= SAFE) && w.iter().all(|v| (0.0..=SAFE).contains(v))
+    }
+
+    /// The sums of the list `nb` for the group `x`, weights `w`, level values `q`.
+    #[inline(always)]
+    fn prepare<V: Lanes, const D: usize>(
+        &mut self,
+        nb: Neighbours,
+        x: &[f32],
+        w: &[f32],
+        q: &[f32],
+    ) {
+        let (levels, bits) = if D == 8 { (4, 2) } else { (8, 3) };
+        let mut qp = [0.0f32; 8];
+        qp[..q.len()].copy_from_slice(q);
+        let mut ta = [0.0f32; 32];
+        let mut tb = [0.0f32; 32];
+        let mut c = 0.0f32;
+        for i in 0..D {
+            for l in 0..levels {
+                let wq = w[i] * qp[l];
+                ta[levels * i + l] = wq * qp[l];
+                tb[levels * i + l] = wq * x[i];
+            }
+            c += w[i] * x[i] * x[i];
+        }
+        for (v, codes) in nb.codes().chunks_exact(2 * V::N).enumerate() {
+            let mut code = V::load_u16(codes);
+            let mut a = V::splat(0.0);
+            let mut b = V::splat(0.0);
+            for i in 0..D {
+                let (ra, rb) = if D == 8 {
+                    let r = 4 * i..4 * i + 4;
+                    (
+                        V::lookup4(ta[r.clone()].try_into().unwrap(), code),
+                        V::lookup4(tb[r].try_into().unwrap(), code),
+                    )
+                } else {
+                    let r = 8 * i..8 * i + 8;
+                    (
+                        V::lookup8(ta[r.clone()].try_into().unwrap(), code),
+                        V::lookup8(tb[r].try_into().unwrap(), code),
+                    )
+                };
+                a = a.add(ra);
+                b = b.add(rb);
+                code = V::shr_int(code, bits);
+            }
+            a.store(&mut self.a[v * V::N..]);
+            b.store(&mut self.b[v * V::N..]);
+        }
+        self.c = c;
+        self.len = nb.len();
+        self.list = Some(nb);
+    }
+
+    /// The grid index [`IqSearch::best`] finds at `scale` (within the safe range) for the
+    /// prepared list.
+    #[inline(always)]
+    fn best<V: Lanes, const D: usize>(
+        &self,
+        grid: &IqGrid<D>,
+        x: &[f32],
+        w: &[f32],
+        scale: f32,
+        q: &[f32],
+    ) -> usize {
+        let nb = self.list.expect("prepared");
+        let s2 = V::splat(scale * scale);
+        let ts = V::splat(2.0 * scale);
+        let c = V::splat(self.c);
+        let rel = V::splat(MARGIN_REL);
+        let abs = V::splat(MARGIN_ABS);
+        let lane: V = from_fn(|j| j as f32);
+        let len = V::splat(self.len as f32);
+        let vectors = self.len.div_ceil(V::N);
+        let mut lo = [0.0f32; MAX_CANDIDATES];
+        let mut least_hi = V::splat(f32::MAX);
+        for v in 0..vectors {
+            let a = V::load(&self.a[v * V::N..]);
+            let b = V::load(&self.b[v * V::N..]);
+            let s2a = s2.mul(a);
+            let rank = s2a.sub(ts.mul(b));
+            let e = rel.mul(s2a.add(c)).add(abs);
+            rank.sub(e).store(&mut lo[v * V::N..]);
+            let valid = lane.add(V::splat((v * V::N) as f32)).lt(len);
+            least_hi = least_hi.min(V::select(valid, rank.add(e), V::splat(f32::MAX)));
+        }
+        let zero = V::splat(0.0);
+        let bound = V::splat(-zero.sub(least_hi).hmax());
+        // The candidates not ruled out, in list order.
+        let mut survivors = [0u16; MAX_CANDIDATES];
+        let mut n = 0;
+        for v in 0..vectors {
+            let valid = lane.add(V::splat((v * V::N) as f32)).lt(len);
+            let keep = V::and_not(valid, V::load(&lo[v * V::N..]).gt(bound));
+            let mut bits = V::mask_bits(keep);
+            while bits != 0 {
+                survivors[n] = (v * V::N) as u16 + bits.trailing_zeros() as u16;
+                n += 1;
+                bits &= bits - 1;
+            }
+        }
+        if n == 1 {
+            return nb.at(survivors[0] as usize);
+        }
+        let mut best_d2 = f32::MAX;
+        let mut best = nb.at(survivors[0] as usize);
+        for &k in &survivors[..n] {
+            let j = nb.at(k as usize);
+            let p = grid.point(j);
+            let mut d2 = 0.0f32;
+            for i in 0..D {
+                let diff = scale * q[((p[i] - 1) / 2) as usize] - x[i];
+                d2 += w[i] * diff * diff;
+            }
+            if d2 < best_d2 {
+                best_d2 = d2;
+                best = j;
+            }
+        }
+        best
     }
 }
 

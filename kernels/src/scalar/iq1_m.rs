@@ -303,13 +303,13 @@ pub fn dequantize_row(x: &[BlockIq1M], y: &mut [f32]) {
         let scale =
             (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
         let d = fp16_to_fp32(scale);
-        for (ib, ys) in yb.chunks_exact_mut(32).enumerate() {
+        for (ib, ys) in yb.as_chunks_mut::<32>().0.iter_mut().enumerate() {
             let s = sc[ib / 2] as usize >> (6 * (ib % 2));
             let dl1 = d * (2 * (s & 0x7) + 1) as f32;
             let dl2 = d * (2 * ((s >> 3) & 0x7) + 1) as f32;
             let qs = &block.qs[4 * ib..4 * ib + 4];
             let qh = &block.qh[2 * ib..2 * ib + 2];
-            for (l, y8) in ys.chunks_exact_mut(8).enumerate() {
+            for (l, y8) in ys.as_chunks_mut::<8>().0.iter_mut().enumerate() {
                 let h = qh[l / 2] as usize;
                 let (high, negative) = if l % 2 == 0 {
                     ((h << 8) & 0x700, h & 0x08 != 0)

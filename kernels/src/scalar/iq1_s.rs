@@ -1,5 +1,5 @@
 //! iq1_s: 256 weights per super-block, 1.5625 bits each. Groups of 8 weights are one of
-//! 2048 points of [`IQ1S_GRID`] (values -1, 0, 1), shifted by ±[`IQ1S_DELTA`]; each
+//! 2048 points of [`IQ1S_GRID`](super::tables::IQ1S_GRID) (values -1, 0, 1), shifted by ±[`IQ1S_DELTA`]; each
 //! sub-block of 32 has a 3-bit scale. Mirrors ggml's `quantize_iq1_s`
 //! (`quantize_row_iq1_s_impl`, which needs an importance matrix) and
 //! `dequantize_row_iq1_s`, and holds the search steps iq1_s and iq1_m share
@@ -14,7 +14,7 @@
 
 use super::iq_grid::{IQ1S, IqSearch, Lookup, Serial};
 use super::kquant::{importance_weights, sum_squares};
-use super::tables::{IQ1S_DELTA, IQ1S_GRID};
+use super::tables::{IQ1S_DELTA, IQ1S_POINTS, NGRID_IQ1S};
 use crate::blocks::{BlockIq1S, QK_K};
 use crate::num::{F16Le, nearest_int};
 
@@ -344,9 +344,10 @@ pub(super) fn snap_to_grid<S: IqSearch, const G: usize>(
 /// `dl * (grid[j] + delta)` for the 8 values of grid point `index`, its bytes read as `i8`;
 /// the inner loop of ggml's iq1_s and iq1_m dequantizers.
 #[inline(always)]
-pub(super) fn put_shifted(y: &mut [f32], dl: f32, index: usize, delta: f32) {
-    let grid = IQ1S_GRID[index].to_le_bytes();
-    for (out, &g) in y[..8].iter_mut().zip(&grid) {
+pub(super) fn put_shifted(y: &mut [f32; 8], dl: f32, index: usize, delta: f32) {
+    // Indices have 11 bits; the mask says so to the compiler (no bounds check).
+    let grid = &IQ1S_POINTS[index & (NGRID_IQ1S - 1)];
+    for (out, &g) in y.iter_mut().zip(grid) {
         *out = dl * (g as i8 as f32 + delta);
     }
 }
@@ -357,16 +358,21 @@ pub(super) fn put_shifted(y: &mut [f32], dl: f32, index: usize, delta: f32) {
 pub fn dequantize_row(x: &[BlockIq1S], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let d = block.d.to_f32();
-        for (ib, ys) in yb.chunks_exact_mut(32).enumerate() {
-            let qh = u16::from_le_bytes(block.qh[ib]) as usize;
+        for ((qh, q4), ys) in block
+            .qh
+            .iter()
+            .zip(block.qs.as_chunks::<4>().0)
+            .zip(yb.as_chunks_mut::<32>().0)
+        {
+            let qh = u16::from_le_bytes(*qh) as usize;
             let dl = d * (2 * ((qh >> 12) & 7) + 1) as f32;
             let delta = if qh & 0x8000 != 0 {
                 -IQ1S_DELTA
             } else {
                 IQ1S_DELTA
             };
-            for (l, y8) in ys.chunks_exact_mut(8).enumerate() {
-                let index = block.qs[4 * ib + l] as usize | (((qh >> (3 * l)) & 7) << 8);
+            for (l, (&q, y8)) in q4.iter().zip(ys.as_chunks_mut::<8>().0).enumerate() {
+                let index = q as usize | (((qh >> (3 * l)) & 7) << 8);
                 put_shifted(y8, dl, index, delta);
             }
         }

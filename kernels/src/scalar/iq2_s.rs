@@ -108,17 +108,22 @@ pub fn dequantize_row(x: &[BlockIq2S], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let d = block.d.to_f32();
         let (qs, signs) = block.qs.split_at(QK_K / 8);
-        for (ib32, ys) in yb.chunks_exact_mut(32).enumerate() {
-            let sc = block.scales[ib32];
+        for (((q4, s4), (&sc, &qh)), ys) in qs
+            .chunks_exact(4)
+            .zip(signs.chunks_exact(4))
+            .zip(block.scales.iter().zip(&block.qh))
+            .zip(yb.chunks_exact_mut(32))
+        {
             let db = [
                 d * (0.5 + (sc & 0xf) as f32) * 0.25,
                 d * (0.5 + (sc >> 4) as f32) * 0.25,
             ];
-            let qh = block.qh[ib32] as usize;
-            for (l, y8) in ys.chunks_exact_mut(8).enumerate() {
-                let index = qs[4 * ib32 + l] as usize | ((qh << (8 - 2 * l)) & 0x300);
+            let qh = qh as usize;
+            for (l, ((&q, &s), y8)) in q4.iter().zip(s4).zip(ys.chunks_exact_mut(8)).enumerate() {
+                // At most 10 bits; the mask says so to the compiler (no bounds check).
+                let index = (q as usize | ((qh << (8 - 2 * l)) & 0x300)) & 0x3ff;
                 let grid = IQ2S_GRID[index].to_le_bytes();
-                put_signed(y8, db[l / 2], grid, signs[4 * ib32 + l]);
+                put_signed(y8, db[l / 2], grid, s);
             }
         }
     }

@@ -165,16 +165,37 @@ pub fn dequantize_row(x: &[BlockQ2K], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let d = block.d.to_f32();
         let min = block.dmin.to_f32();
-        for (sub, ys) in yb.chunks_exact_mut(16).enumerate() {
-            let sc = block.scales[sub];
-            let dl = d * (sc & 0xF) as f32;
-            let ml = min * (sc >> 4) as f32;
-            // Sub-block `sub` sits in half `sub/8`, bit pair `(sub%8)/2`, byte half `sub%2`.
-            let qs = &block.qs[32 * (sub / 8) + 16 * (sub % 2)..][..16];
-            let shift = 2 * ((sub % 8) / 2);
-            for (out, &q) in ys.iter_mut().zip(qs) {
-                *out = dl * ((q >> shift) & 3) as f32 - ml;
-            }
+        // Sub-block `sub` sits in half `sub/8`, bit pair `(sub%8)/2`, byte half `sub%2`:
+        // each bit pair of a half is written by a call with the shift as a constant.
+        for (half, (qs, yh)) in block
+            .qs
+            .as_chunks::<32>()
+            .0
+            .iter()
+            .zip(yb.as_chunks_mut::<32>().0.chunks_exact_mut(4))
+            .enumerate()
+        {
+            let scales = &block.scales[8 * half..8 * half + 8];
+            put_pair::<0>(qs, &scales[0..2], d, min, &mut yh[0]);
+            put_pair::<2>(qs, &scales[2..4], d, min, &mut yh[1]);
+            put_pair::<4>(qs, &scales[4..6], d, min, &mut yh[2]);
+            put_pair::<6>(qs, &scales[6..8], d, min, &mut yh[3]);
+        }
+    }
+}
+
+/// Two sub-blocks of 16 of q2_K: the bit pair at `SHIFT` of the 32 bytes `qs`, each half
+/// with its scale byte.
+#[inline(always)]
+fn put_pair<const SHIFT: u32>(qs: &[u8; 32], scales: &[u8], d: f32, min: f32, y: &mut [f32; 32]) {
+    for (&sc, (q, out)) in scales
+        .iter()
+        .zip(qs.as_chunks::<16>().0.iter().zip(y.as_chunks_mut::<16>().0))
+    {
+        let dl = d * (sc & 0xF) as f32;
+        let ml = min * (sc >> 4) as f32;
+        for (o, &q) in out.iter_mut().zip(q) {
+            *o = dl * ((q >> SHIFT) & 3) as f32 - ml;
         }
     }
 }

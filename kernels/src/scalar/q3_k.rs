@@ -163,18 +163,28 @@ pub fn dequantize_row(x: &[BlockQ3K], y: &mut [f32]) {
     debug_assert_eq!(y.len(), x.len() * QK_K);
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let d_all = block.d.to_f32();
-        for (sub, ys) in yb.chunks_exact_mut(16).enumerate() {
-            let dl = d_all * scale(&block.scales, sub) as f32;
-            // Sub-block `sub` sits in half `sub/8`, bit pair `(sub%8)/2`, byte half `sub%2`.
-            let half = sub / 8;
-            let pair = (sub % 8) / 2;
-            let first = 16 * (sub % 2);
-            let qs = &block.qs[32 * half + first..][..16];
-            let hm = &block.hmask[first..][..16];
-            let bit = 1u8 << (4 * half + pair);
-            for ((out, &q), &h) in ys.iter_mut().zip(qs).zip(hm) {
-                let q = ((q >> (2 * pair)) & 3) as i32 - if h & bit != 0 { 0 } else { 4 };
-                *out = dl * q as f32;
+        // Sub-block `sub` sits in half `sub/8`, bit pair `(sub%8)/2`, byte half `sub%2`.
+        // Loops of constant length over fixed arrays, as in q2_K's dequantizer.
+        for (half, (qs, yh)) in block
+            .qs
+            .chunks_exact(32)
+            .zip(yb.chunks_exact_mut(128))
+            .enumerate()
+        {
+            let qs: &[u8; 32] = qs.try_into().expect("32 bytes");
+            for pair in 0..4 {
+                let bit = 1u8 << (4 * half + pair);
+                for byte_half in 0..2 {
+                    let sub = 8 * half + 2 * pair + byte_half;
+                    let dl = d_all * scale(&block.scales, sub) as f32;
+                    let q = &qs[16 * byte_half..16 * byte_half + 16];
+                    let hm = &block.hmask[16 * byte_half..16 * byte_half + 16];
+                    let out = &mut yh[32 * pair + 16 * byte_half..][..16];
+                    for ((o, &q), &h) in out.iter_mut().zip(q).zip(hm) {
+                        let q = ((q >> (2 * pair)) & 3) as i32 - if h & bit != 0 { 0 } else { 4 };
+                        *o = dl * q as f32;
+                    }
+                }
             }
         }
     }

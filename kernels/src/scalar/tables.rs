@@ -21,6 +21,24 @@ pub const KSIGNS_IQ2XS: [u8; 128] = [
 
 pub use super::grids::*;
 
+/// The points of a grid of `u64` entries as their 8 bytes (`to_le_bytes`), for the
+/// dequantizers: read from memory as bytes a point widens straight into vector lanes,
+/// where from the `u64` the compiler took it apart byte by byte (measured: iq1_s's
+/// dequantizer ran at less than half the rate; iq2's `put_signed` runs slower this way,
+/// so its grids stay `u64`).
+const fn point_bytes<const N: usize>(grid: &[u64; N]) -> [[u8; 8]; N] {
+    let mut points = [[0u8; 8]; N];
+    let mut k = 0;
+    while k < N {
+        points[k] = grid[k].to_le_bytes();
+        k += 1;
+    }
+    points
+}
+
+/// [`IQ1S_GRID`] as bytes ([`point_bytes`]); ggml reads them as `i8`.
+pub static IQ1S_POINTS: [[u8; 8]; NGRID_IQ1S] = point_bytes(&IQ1S_GRID);
+
 /// `kvalues_iq4nl`: the 16 non-linear levels of IQ4_NL and IQ4_XS.
 pub const KVALUES_IQ4NL: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,

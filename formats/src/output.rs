@@ -50,6 +50,22 @@ pub fn temp_file_beside(path: &Path) -> std::io::Result<NamedTempFile> {
     builder.tempfile_in(parent_dir(path))
 }
 
+/// What committing an output promises about a power cut or a crash of the system (a
+/// crash of the process alone never leaves a partial file under the output's name, either
+/// way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// The file's bytes are on disk before it takes its name, and the rename is on disk
+    /// after it (fsync of the file, rename, fsync of the directory): a committed output
+    /// survives a power cut whole.
+    #[default]
+    Synced,
+    /// Renamed without waiting for the disk: the kernel writes the bytes back when it
+    /// chooses, so after a power cut the name may hold a file whose data never reached the
+    /// disk. For outputs that are regenerated anyway (caches, benchmarks).
+    Unsynced,
+}
+
 /// A file of known size, written in place in any order and renamed over its final name
 /// once complete.
 ///
@@ -60,11 +76,21 @@ pub fn temp_file_beside(path: &Path) -> std::io::Result<NamedTempFile> {
 /// offset (direct I/O, Linux), the rest through the page cache with its writeback started
 /// at once. [`PlacedFile::commit`] fsyncs it and renames it over `path`; dropped without a
 /// commit, the temporary file is deleted.
+///
+/// With [`Durability::Synced`] the fsync at the end finds little left to do: each write
+/// through the page cache is waited for on disk during the next write (whole blocks
+/// written directly are on the device when their write returns), so a file written by a
+/// thread of its own while other threads compute is mostly on disk by the time the last
+/// byte is written.
 pub struct PlacedFile {
     path: PathBuf,
     tmp: NamedTempFile,
     direct: Option<disk::DirectFile>,
     len: u64,
+    durability: Durability,
+    /// The bytes the last write put in the page cache, whose writeback was started and
+    /// is waited for at the next write.
+    unsettled: Option<(u64, u64)>,
 }
 
 impl PlacedFile {
@@ -72,8 +98,13 @@ impl PlacedFile {
     /// their memory address and their file offset agree modulo this.
     pub const BLOCK: u64 = disk::BLOCK as u64;
 
-    /// Starts a file of `len` bytes (zeros until written) that becomes `path` on commit.
-    pub fn create(path: impl AsRef<Path>, len: u64) -> std::io::Result<PlacedFile> {
+    /// Starts a file of `len` bytes (zeros until written) that becomes `path` on commit,
+    /// as durably as `durability` says.
+    pub fn create(
+        path: impl AsRef<Path>,
+        len: u64,
+        durability: Durability,
+    ) -> std::io::Result<PlacedFile> {
         let path = path.as_ref().to_path_buf();
         let tmp = temp_file_beside(&path)?;
         disk::reserve(tmp.as_file(), len).map_err(|e| {
@@ -85,6 +116,8 @@ impl PlacedFile {
             tmp,
             direct,
             len,
+            durability,
+            unsettled: None,
         })
     }
 
@@ -124,6 +157,7 @@ impl PlacedFile {
         let block = disk::BLOCK as u64;
         let first = offset.next_multiple_of(block);
         let last = end / block * block;
+        let mut buffered = true;
         if first < last
             && let Some(direct) = &mut self.direct
         {
@@ -132,15 +166,29 @@ impl PlacedFile {
             match direct.write_blocks_at(whole, first) {
                 Ok(n) if n == whole.len() => {
                     self.buffered_at(&data[..head], offset)?;
-                    return self.buffered_at(&data[head + whole.len()..], last);
+                    self.buffered_at(&data[head + whole.len()..], last)?;
+                    buffered = head > 0 || last < end;
                 }
                 // Memory not aligned like the offset: this write goes through the cache.
-                Ok(_) => {}
+                Ok(_) => self.buffered_at(data, offset)?,
                 // Direct I/O refused: everything goes through the page cache from now on.
-                Err(_) => self.direct = None,
+                Err(_) => {
+                    self.direct = None;
+                    self.buffered_at(data, offset)?;
+                }
             }
+        } else {
+            self.buffered_at(data, offset)?;
         }
-        self.buffered_at(data, offset)
+        // The previous write's writeback ran while this one was made; waiting for it now
+        // keeps one write in flight and leaves the final fsync only the last.
+        if self.durability == Durability::Synced {
+            if let Some((at, len)) = self.unsettled.take() {
+                disk::wait_writeback(self.tmp.as_file(), at, len)?;
+            }
+            self.unsettled = (buffered && !data.is_empty()).then_some((offset, end - offset));
+        }
+        Ok(())
     }
 
     fn buffered_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
@@ -154,24 +202,28 @@ impl PlacedFile {
 
     /// Moves the file into place as [`persist`] does; the error says which step failed.
     pub fn commit(self) -> std::io::Result<()> {
-        persist(self.tmp, &self.path)
+        persist(self.tmp, &self.path, self.durability)
             .map_err(|(step, e)| std::io::Error::new(e.kind(), format!("{step}: {e}")))
     }
 }
 
-/// Fsyncs `tmp`, renames it over `path` unless the process was asked to stop, then fsyncs
-/// the directory so the rename is durable too. On failure, the step that failed and why;
-/// nothing is then left under `path` that was not there before (`tmp` is deleted as it
-/// drops).
+/// Renames `tmp` over `path` unless the process was asked to stop; with
+/// [`Durability::Synced`], fsyncs it first and the directory after, so the data and the
+/// rename are both on disk. On failure, the step that failed and why; nothing is then
+/// left under `path` that was not there before (`tmp` is deleted as it drops).
 pub(crate) fn persist(
     tmp: NamedTempFile,
     path: &Path,
+    durability: Durability,
 ) -> Result<(), (&'static str, std::io::Error)> {
-    tmp.as_file().sync_all().map_err(|e| ("cannot fsync", e))?;
+    let synced = durability == Durability::Synced;
+    if synced {
+        tmp.as_file().sync_all().map_err(|e| ("cannot fsync", e))?;
+    }
     check_stop().map_err(|e| ("not committed", e))?;
     tmp.persist(path)
         .map_err(|e| ("cannot rename the temporary file into place", e.error))?;
-    if let Ok(dir) = std::fs::File::open(parent_dir(path)) {
+    if synced && let Ok(dir) = std::fs::File::open(parent_dir(path)) {
         // Best effort: some filesystems do not support fsync on directories.
         let _ = dir.sync_all();
     }
@@ -238,7 +290,7 @@ mod placed_tests {
         let mut ranges: Vec<(usize, usize)> = cuts.windows(2).map(|w| (w[0], w[1])).collect();
         ranges.reverse();
         ranges.swap(1, 4);
-        let mut file = PlacedFile::create(&path, len as u64).unwrap();
+        let mut file = PlacedFile::create(&path, len as u64, Durability::Synced).unwrap();
         assert_eq!(file.len(), len as u64);
         for (k, &(start, end)) in ranges.iter().enumerate() {
             if k % 2 == 0 {
@@ -265,7 +317,8 @@ mod placed_tests {
     fn unwritten_bytes_read_as_zeros() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.bin");
-        let mut file = PlacedFile::create(&path, 3 * disk::BLOCK as u64).unwrap();
+        let mut file =
+            PlacedFile::create(&path, 3 * disk::BLOCK as u64, Durability::Unsynced).unwrap();
         file.write_at(b"abc", disk::BLOCK as u64 + 5).unwrap();
         file.commit().unwrap();
         let got = std::fs::read(&path).unwrap();
@@ -279,7 +332,7 @@ mod placed_tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.bin");
         std::fs::write(&path, b"previous").unwrap();
-        let mut file = PlacedFile::create(&path, 10).unwrap();
+        let mut file = PlacedFile::create(&path, 10, Durability::Synced).unwrap();
         let e = file.write_at(b"0123456789a", 0).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
         assert!(e.to_string().contains("past the end"), "{e}");

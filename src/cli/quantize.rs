@@ -12,7 +12,7 @@ use clap::Args;
 use quantforge::model::{Model, ModelSource};
 use quantforge::pipeline::imatrix::{Imatrix, ImatrixFormat, WeightFilter};
 use quantforge::pipeline::plan::{Options, Preset, TensorTypeRule, parse_leading_int, plan};
-use quantforge::pipeline::run::{self, OutputLayout, RunOptions};
+use quantforge::pipeline::run::{self, Durability, OutputLayout, RunOptions};
 use quantforge_formats::gguf::{SplitLimits, Value};
 use quantforge_formats::safetensors::ModelFolder;
 use quantforge_kernels::GgmlType;
@@ -28,7 +28,8 @@ numbers). Each tensor gets the type llama.cpp's quantizer would give it; --dry-r
 that plan without writing anything.
 
 The output is written to a temporary file next to OUT and renamed to OUT only when \
-complete.")]
+complete; unless --no-sync, its bytes are on disk before the rename (written back as the \
+run goes, fsynced at the end) and the rename is on disk after it.")]
 pub struct QuantizeArgs {
     /// Target type (or give it as the third positional argument).
     #[arg(long = "type", value_name = "TYPE")]
@@ -89,6 +90,12 @@ pub struct QuantizeArgs {
     /// Print the per-tensor plan and sizes; write nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Rename the finished output into place without waiting for the disk (no fsync).
+    /// A crash of quantforge still never leaves a partial file under OUT, but after a power
+    /// cut or a crash of the system OUT may hold data that never reached the disk: for
+    /// outputs that are regenerated anyway (caches, benchmarks).
+    #[arg(long)]
+    no_sync: bool,
     /// No progress (neither the bar shown on a terminal nor the per-tensor lines written
     /// otherwise), only warnings, errors and the summary.
     #[arg(long, short)]
@@ -278,6 +285,11 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
         kv_overrides,
         imatrix,
         layout,
+        durability: if args.no_sync {
+            Durability::Unsynced
+        } else {
+            Durability::Synced
+        },
     };
     let mut reporter = Reporter::new(&plan, ProgressMode::choose(args.quiet));
     let summary = run::run(&model, &plan, &output, &run_options, |p| {

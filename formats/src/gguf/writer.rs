@@ -153,7 +153,8 @@ impl AtomicFile {
         let fail = |what: &str, e: std::io::Error| GgufError::io(what, e).in_file(&path);
         self.hand_over().map_err(|e| fail("cannot write", e))?;
         let tmp = self.stop().map_err(|e| fail("cannot write", e))?;
-        crate::output::persist(tmp, &path).map_err(|(step, e)| fail(step, e))
+        crate::output::persist(tmp, &path, crate::output::Durability::Synced)
+            .map_err(|(step, e)| fail(step, e))
     }
 }
 

@@ -224,6 +224,42 @@ pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) {
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn start_writeback(_file: &File, _offset: u64, _len: u64) {}
 
+/// Writes `len` bytes at `offset` to disk and waits until they are there
+/// (`sync_file_range` with `SYNC_FILE_RANGE_WAIT_BEFORE | WRITE | WAIT_AFTER`), so that a
+/// later fsync of the file finds them clean. Not a durability guarantee by itself (no
+/// metadata, no device cache flush: the fsync at commit does those); a write error it
+/// reports is one the fsync would report too, only earlier. Elsewhere than on Linux it
+/// does nothing and the fsync does all the work.
+#[cfg(target_os = "linux")]
+pub(crate) fn wait_writeback(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return Ok(());
+    };
+    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+        | libc::SYNC_FILE_RANGE_WRITE
+        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+    // SAFETY: a plain system call on a file descriptor the caller owns; it reads no memory
+    // of ours.
+    let r = unsafe { libc::sync_file_range(file.as_raw_fd(), offset, len, flags) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        // Filesystems without it (some network and FUSE ones): the fsync does the work.
+        Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) | Some(libc::ESPIPE) => {
+            Ok(())
+        }
+        _ => Err(e),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn wait_writeback(_file: &File, _offset: u64, _len: u64) -> std::io::Result<()> {
+    Ok(())
+}
+
 /// Direct I/O (`O_DIRECT`) of whole blocks, straight from memory aligned like the file
 /// offset they go to.
 #[cfg(target_os = "linux")]

@@ -482,7 +482,8 @@ pub(crate) fn temp_file_beside(path: &Path) -> Result<NamedTempFile> {
 /// Flushes `file` to disk, renames it over `path`, and syncs the directory so the
 /// rename itself is durable ([`crate::output::persist`]).
 pub(crate) fn persist(file: NamedTempFile, path: &Path) -> Result<()> {
-    crate::output::persist(file, path).map_err(|(step, e)| Error::io(step, e).in_file(path))
+    crate::output::persist(file, path, crate::output::Durability::Synced)
+        .map_err(|(step, e)| Error::io(step, e).in_file(path))
 }
 
 #[cfg(test)]

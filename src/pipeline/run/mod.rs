@@ -47,6 +47,7 @@ use crate::model::{ModelSource, Tensor};
 use convert::check_convertible;
 use progress::Tracker;
 use quantforge_formats::gguf::{GgufError, SplitLimits, Value};
+pub use quantforge_formats::output::Durability;
 use quantforge_kernels::GgmlType;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -140,6 +141,9 @@ pub struct RunOptions {
     pub imatrix: Option<Imatrix>,
     /// How the output is laid out in files.
     pub layout: OutputLayout,
+    /// Whether the finished files are fsynced before they take their names
+    /// ([`Durability::Synced`], the default) or only renamed (`--no-sync`).
+    pub durability: Durability,
 }
 
 /// The files a run writes. With anything but [`OutputLayout::Single`] the output path
@@ -265,7 +269,7 @@ pub fn run(
         mut files,
         headers,
         places,
-    } = Outputs::create(&parts)?;
+    } = Outputs::create(&parts, options.durability)?;
     if places.len() != plan.tensors.len() {
         return Err(RunError::PlanMismatch(
             "the output files hold a different number of tensors than the plan".to_string(),

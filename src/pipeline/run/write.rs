@@ -9,7 +9,7 @@ use super::progress::Tracker;
 use super::schedule::{Extent, Piece, Place, conversion_order};
 use crate::model::Tensor;
 use crate::pipeline::plan::Plan;
-use quantforge_formats::output::{AlignedBuffer, PlacedFile};
+use quantforge_formats::output::{AlignedBuffer, Durability, PlacedFile};
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -217,8 +217,12 @@ pub(super) struct Outputs {
 }
 
 impl Outputs {
-    /// Creates every file of `parts` at its full size.
-    pub(super) fn create(parts: &[OutputPart]) -> Result<Outputs, RunError> {
+    /// Creates every file of `parts` at its full size, to be committed as durably as
+    /// `durability` says.
+    pub(super) fn create(
+        parts: &[OutputPart],
+        durability: Durability,
+    ) -> Result<Outputs, RunError> {
         let mut files = Vec::with_capacity(parts.len());
         let mut headers = Vec::with_capacity(parts.len());
         let mut places = Vec::new();
@@ -229,7 +233,7 @@ impl Outputs {
                 path: part.path.clone(),
                 cause,
             };
-            let file = PlacedFile::create(&part.path, layout.file_size())
+            let file = PlacedFile::create(&part.path, layout.file_size(), durability)
                 .map_err(|e| write_error("cannot create", e))?;
             // Written by the writing thread, straight from aligned memory, while the first
             // batches convert.

@@ -3,12 +3,17 @@
 //!
 //! ```text
 //! cargo run --release --features ggml --example llama-quantize -- \
-//!     [--allow-requantize] IN OUT TYPE [NTHREADS]
+//!     [--allow-requantize] [--imatrix FILE] IN OUT TYPE [NTHREADS]
 //! ```
 //!
-//! Prints the wall time in seconds on standard error.
+//! With `--imatrix` the file (GGUF or legacy `.dat`) is read as llama-quantize reads it
+//! and handed over with the `quantize.imatrix.*` keys, as llama-quantize does. Prints the
+//! wall time in seconds on standard error.
 
+use ggml_ref::llama::KvValue;
+use quantforge::pipeline::imatrix::Imatrix;
 use quantforge::pipeline::plan::Preset;
+use quantforge_formats::gguf::Value;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -21,8 +26,22 @@ fn main() -> ExitCode {
     } else {
         false
     };
+    let imatrix = match args.iter().position(|a| a == "--imatrix") {
+        Some(i) if i + 1 < args.len() => {
+            let file = PathBuf::from(args.remove(i + 1));
+            args.remove(i);
+            Some(file)
+        }
+        Some(_) => {
+            eprintln!("--imatrix needs a file");
+            return ExitCode::from(2);
+        }
+        None => None,
+    };
     if !(3..=4).contains(&args.len()) {
-        eprintln!("usage: llama-quantize [--allow-requantize] IN OUT TYPE [NTHREADS]");
+        eprintln!(
+            "usage: llama-quantize [--allow-requantize] [--imatrix FILE] IN OUT TYPE [NTHREADS]"
+        );
         return ExitCode::from(2);
     }
     let Some(preset) = Preset::parse(&args[2]) else {
@@ -42,6 +61,29 @@ fn main() -> ExitCode {
     q.allow_requantize = allow_requantize;
     q.only_copy = preset.copy;
     let start = Instant::now();
+    if let Some(file) = imatrix {
+        let m = match Imatrix::load(&file) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("{}: {e}", file.display());
+                return ExitCode::from(2);
+            }
+        };
+        q.imatrix = m
+            .entries()
+            .map(|(name, values)| (name.to_vec(), values.to_vec()))
+            .collect();
+        q.kv_overrides = m
+            .metadata(file.as_os_str().as_encoded_bytes())
+            .into_iter()
+            .filter_map(|(key, value)| match value {
+                Value::U32(v) => Some((key, KvValue::Int(i64::from(v)))),
+                Value::String(s) => Some((key, KvValue::Str(s.as_bytes().to_vec()))),
+                // Imatrix::metadata makes only u32 and string keys.
+                _ => None,
+            })
+            .collect();
+    }
     match ggml_ref::llama::quantize(&PathBuf::from(&args[0]), &PathBuf::from(&args[1]), &q) {
         Ok(_) => {
             eprintln!("llama.cpp: {:.3} s", start.elapsed().as_secs_f64());

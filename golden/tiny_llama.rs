@@ -50,6 +50,20 @@ impl TinyLlama {
         seed: 0x5EED_1A3A,
     };
 
+    /// About 20 M weights: a second or two of IQ4_XS on one thread, written in many
+    /// slabs, for the tests that stop or watch a run while it goes.
+    pub const MID_SIZED: TinyLlama = TinyLlama {
+        n_embd: 512,
+        n_ff: 2048,
+        n_layer: 4,
+        n_head: 4,
+        n_head_kv: 1,
+        n_vocab: 4096,
+        tied: false,
+        n_expert: 0,
+        seed: 7,
+    };
+
     /// Every tensor (name, ggml dimensions, type) in file order.
     pub fn tensors(&self) -> Vec<(String, [u64; 4], GgmlType)> {
         let (e, f, v) = (self.n_embd, self.n_ff, self.n_vocab);

@@ -20,23 +20,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tiny_llama::TinyLlama;
 
-/// A model of about 20 M weights: a second or two of IQ4_XS on one thread, written in
-/// many slabs.
+/// A model of about 20 M weights, written in many slabs.
 fn model(dir: &Path) -> PathBuf {
     let path = dir.join("model.gguf");
-    TinyLlama {
-        n_embd: 512,
-        n_ff: 2048,
-        n_layer: 4,
-        n_head: 4,
-        n_head_kv: 1,
-        n_vocab: 4096,
-        tied: false,
-        n_expert: 0,
-        seed: 11,
-    }
-    .write(&path)
-    .unwrap();
+    TinyLlama::MID_SIZED.write(&path).unwrap();
     path
 }
 

@@ -25,20 +25,8 @@ fn interrupt_quantize(signal: libc::c_int) {
     let out_dir = dir.path().join("out");
     std::fs::create_dir(&out_dir).unwrap();
     let model = dir.path().join("model.gguf");
-    // About 20 M weights: seconds of IQ4_XS on one thread, so the signal comes mid-run.
-    TinyLlama {
-        n_embd: 512,
-        n_ff: 2048,
-        n_layer: 4,
-        n_head: 4,
-        n_head_kv: 1,
-        n_vocab: 4096,
-        tied: false,
-        n_expert: 0,
-        seed: 7,
-    }
-    .write(&model)
-    .unwrap();
+    // Seconds of IQ4_XS on one thread, so the signal comes mid-run.
+    TinyLlama::MID_SIZED.write(&model).unwrap();
     let out = out_dir.join("out.gguf");
     let child = Command::new(env!("CARGO_BIN_EXE_quantforge"))
         .args(["quantize", "--threads", "1", "--quiet", "--type", "IQ4_XS"])

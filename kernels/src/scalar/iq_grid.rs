@@ -240,12 +240,7 @@ impl IqSearch for Serial {
         let mut best_d2 = f32::MAX;
         let mut best = None;
         for j in nb.iter() {
-            let p = grid.point(j);
-            let mut d2 = 0.0f32;
-            for i in 0..D {
-                let diff = scale * q[((p[i] - 1) / 2) as usize] - x[i];
-                d2 += w[i] * diff * diff;
-            }
+            let d2 = grid.error(j, x, w, scale, q);
             if d2 < best_d2 {
                 best_d2 = d2;
                 best = Some(j);
@@ -300,6 +295,21 @@ pub static IQ3XXS: IqGrid<4> = grid(grid_files!("iq3xxs"), 3);
 pub static IQ3S: IqGrid<4> = grid(grid_files!("iq3s"), 3);
 
 impl<const D: usize> IqGrid<D> {
+    /// The search error of grid point `j` for the magnitudes `x`, weights `w`, at `scale`
+    /// with level values `q`: `sum_i (w[i] * diff) * diff`, `diff = scale * q[l_i] - x[i]`,
+    /// summed in coordinate order from 0, as every ggml neighbour search scores a
+    /// candidate.
+    #[inline(always)]
+    pub(crate) fn error(&self, j: usize, x: &[f32], w: &[f32], scale: f32, q: &[f32]) -> f32 {
+        let p = self.point(j);
+        let mut d2 = 0.0f32;
+        for i in 0..D {
+            let diff = scale * q[((p[i] - 1) / 2) as usize] - x[i];
+            d2 += w[i] * diff * diff;
+        }
+        d2
+    }
+
     /// The number of grid points.
     pub fn len(&self) -> usize {
         self.points.len() / D

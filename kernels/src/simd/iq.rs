@@ -512,12 +512,7 @@ impl Candidates {
         let mut best = nb.at(survivors[0] as usize);
         for &k in &survivors[..n] {
             let j = nb.at(k as usize);
-            let p = grid.point(j);
-            let mut d2 = 0.0f32;
-            for i in 0..D {
-                let diff = scale * q[((p[i] - 1) / 2) as usize] - x[i];
-                d2 += w[i] * diff * diff;
-            }
+            let d2 = grid.error(j, x, w, scale, q);
             if d2 < best_d2 {
                 best_d2 = d2;
                 best = j;

@@ -10,6 +10,7 @@ use super::schedule::{Extent, Piece, Place, conversion_order};
 use crate::model::Tensor;
 use crate::pipeline::plan::Plan;
 use quantforge_formats::output::{AlignedBuffer, Durability, PlacedFile};
+use rayon::prelude::*;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,6 +30,10 @@ pub(super) struct Filled {
 
 /// Output slabs in use at once: converted, queued, or being written.
 const SLABS: usize = 4;
+
+/// Batches converted at once: the workers take tasks of one while the last tasks of the
+/// other finish, so no worker waits at the end of every batch for the slowest task.
+const AT_ONCE: usize = 2;
 
 /// What the converting side of a run reads.
 pub(super) struct Job<'a, 's> {
@@ -143,40 +148,52 @@ impl Job<'_, '_> {
                 }
                 Ok(())
             };
-        if let Some(&first) = order.first() {
-            self.prefetch(first)?;
+        for &b in order.iter().take(AT_ONCE) {
+            self.prefetch(b)?;
         }
-        for (k, &b) in order.iter().enumerate() {
-            let slab = loop {
-                if let Some(slab) = free.pop() {
-                    break slab;
-                }
-                if made < SLABS {
-                    made += 1;
-                    break AlignedBuffer::zeroed(slab_len);
-                }
-                // Every slab is queued or being written: wait for one.
-                let back = written.recv().map_err(|_| writer_gone())?;
-                in_flight -= 1;
-                take_back(back, &mut free)?;
-            };
-            let before = k.checked_sub(1).map(|j| order[j]);
-            let filled = self.fill(b, slab, before, order.get(k + 1).copied())?;
-            if to_writer.send(filled).is_err() {
-                // The writer stopped on an error, which it sent back first.
-                while let Ok(back) = written.recv() {
+        for (c, group) in order.chunks(AT_ONCE).enumerate() {
+            let mut jobs = Vec::with_capacity(group.len());
+            for (i, &b) in group.iter().enumerate() {
+                let slab = loop {
+                    if let Some(slab) = free.pop() {
+                        break slab;
+                    }
+                    if made < SLABS {
+                        made += 1;
+                        break AlignedBuffer::zeroed(slab_len);
+                    }
+                    // Every slab is queued or being written: wait for one.
+                    let back = written.recv().map_err(|_| writer_gone())?;
+                    in_flight -= 1;
                     take_back(back, &mut free)?;
-                }
-                return Err(writer_gone());
+                };
+                // Each batch releases the pages of the one converted AT_ONCE before it
+                // and asks for those of the one AT_ONCE after it.
+                let k = c * AT_ONCE + i;
+                let before = k.checked_sub(AT_ONCE).map(|j| order[j]);
+                jobs.push((b, slab, before, order.get(k + AT_ONCE).copied()));
             }
-            in_flight += 1;
+            let filled: Vec<Result<Filled, RunError>> = jobs
+                .into_par_iter()
+                .map(|(b, slab, before, next)| self.fill(b, slab, before, next))
+                .collect();
+            for f in filled {
+                if to_writer.send(f?).is_err() {
+                    // The writer stopped on an error, which it sent back first.
+                    while let Ok(back) = written.recv() {
+                        take_back(back, &mut free)?;
+                    }
+                    return Err(writer_gone());
+                }
+                in_flight += 1;
+            }
             while let Ok(back) = written.try_recv() {
                 in_flight -= 1;
                 take_back(back, &mut free)?;
             }
         }
-        if let Some(&last) = order.last() {
-            self.release(last)?;
+        for &b in order.iter().rev().take(AT_ONCE) {
+            self.release(b)?;
         }
         while in_flight > 0 {
             let back = written.recv().map_err(|_| writer_gone())?;

@@ -13,14 +13,15 @@
 //! included); each row is quantized by itself, so the bytes are the same whatever the
 //! thread count. A thread of its own writes each filled slab at its offset (whole blocks
 //! by direct I/O, from the slab itself: see [`quantforge_formats::output::PlacedFile`])
-//! while the workers fill the next one.
+//! while the workers fill the next ones, two batches at a time (so that a worker done
+//! with one batch's tasks takes the other's instead of waiting for the last task).
 //!
 //! Since any part of a file can be written at any time, batches are converted in an
 //! order that mixes the cheap ones with much output (an embedding converted to q8_0) with
 //! the costly ones with little (k-quants): the output keeps pace with the work, and a disk
 //! slower than the cheap conversions drains them while the costly ones run, instead of
 //! stalling every thread. Memory stays around four output slabs and a few hundred KiB per
-//! thread: the source is mapped, the next batch's pages are asked for ahead of use, and
+//! thread: the source is mapped, the next batches' pages are asked for ahead of use, and
 //! each batch's pages are released once it is converted.
 //!
 //! With an importance matrix, each converted tensor is weighted by its entry (see

@@ -1,6 +1,6 @@
 //! iq1_s: 256 weights per super-block, 1.5625 bits each. Groups of 8 weights are one of
-//! 2048 points of [`IQ1S_GRID`](super::tables::IQ1S_GRID) (values -1, 0, 1), shifted by ±[`IQ1S_DELTA`]; each
-//! sub-block of 32 has a 3-bit scale. Mirrors ggml's `quantize_iq1_s`
+//! 2048 points of [`IQ1S_GRID`](super::tables::IQ1S_GRID) (values -1, 0, 1), shifted by
+//! ±[`IQ1S_DELTA`]; each sub-block of 32 has a 3-bit scale. Mirrors ggml's `quantize_iq1_s`
 //! (`quantize_row_iq1_s_impl`, which needs an importance matrix) and
 //! `dequantize_row_iq1_s`, and holds the search steps iq1_s and iq1_m share
 //! (`iq1_sort_helper`, `iq1_find_best_neighbour2`).

@@ -57,20 +57,10 @@ pub(super) fn even_signs(xb: &[f32], weight: &[f32], xval: &mut [f32]) -> u8 {
     signs & 127
 }
 
-/// The levels of 8 magnitudes at inverse scale `id`:
-/// `MAX(0, MIN(kMaxQ - 1, nearest_int(0.5f * (id * x - 1))))`.
-#[inline(always)]
-fn round_levels(id: f32, x: &[f32]) -> [i8; 8] {
-    std::array::from_fn(|i| nearest_int(0.5 * (id * x[i] - 1.0)).clamp(0, K_MAX_Q - 1) as i8)
-}
-
-/// One group of 8 magnitudes rounded at inverse scale `id` and put on the grid: the
-/// levels, and whether the rounded point was on the grid already (if not, the levels are
-/// its best neighbour at `scale`, as `iq2_find_best_neighbour` finds it).
-///
-/// ggml asserts that some neighbour is nearer than `FLT_MAX`; only weights or distances
-/// that overflowed (inputs near the f32 range) break that, and there the first neighbour
-/// is kept instead of aborting.
+/// One group of 8 magnitudes rounded at inverse scale `id` and put on the grid
+/// ([`IqGrid::snap`]): the levels, and whether the rounded point was on the grid already
+/// (if not, the levels are its best neighbour at `scale`, as `iq2_find_best_neighbour`
+/// finds it).
 #[inline(always)]
 pub(super) fn snap_to_grid<S: IqSearch>(
     grid: &IqGrid<8>,
@@ -79,14 +69,8 @@ pub(super) fn snap_to_grid<S: IqSearch>(
     id: f32,
     scale: f32,
 ) -> ([i8; 8], bool) {
-    let l = round_levels(id, x);
-    match grid.lookup(grid.index(&l)) {
-        Lookup::On(_) => (l, true),
-        Lookup::Off(nb) => {
-            let j = S::best(grid, nb, x, waux, scale, &Q_IQ2).unwrap_or_else(|| nb.at(0));
-            (grid.point(j).map(|c| (c - 1) / 2), false)
-        }
-    }
+    let (j, on) = grid.snap::<S>(x, waux, id, scale, &Q_IQ2);
+    (grid.point(j as usize).map(|c| (c - 1) / 2), on)
 }
 
 /// `(sumqx, sumq2)` of the weighted least-squares fit of `xval` by `scale * (2l + 1)`:

@@ -5,7 +5,7 @@
 //! `quantize_row_iq3_xxs_impl`, its near-copy `quantize_row_iq3_s_impl` (the differences
 //! are the fields of [`Iq3Rules`]) and `iq3_find_best_neighbour`.
 
-use super::iq_grid::{IQ3XXS, IqGrid, IqSearch, Lookup, MAX_TRIALS, Q_IQ3, Serial, Trials};
+use super::iq_grid::{IQ3XXS, IqGrid, IqSearch, MAX_TRIALS, Q_IQ3, Serial, Trials};
 use super::iq2_xxs::put_signed;
 use super::tables::{IQ3XXS_GRID, KSIGNS_IQ2XS};
 use crate::blocks::{BlockIq3Xxs, QK_K};
@@ -195,9 +195,11 @@ fn search_sub_block<S: IqSearch>(
                 continue;
             }
             let g = 4 * k..4 * k + 4;
-            chosen[k] = snap::<S>(grid, &xval[g.clone()], &waux[g], id, scale).0;
+            chosen[k] = grid
+                .snap::<S>(&xval[g.clone()], &waux[g], id, scale, &Q_IQ3)
+                .0;
         }
-        let (sumqx, sumq2) = weighted_sums(grid, weight, &xval, &chosen);
+        let (sumqx, sumq2) = grid.fit(weight, &xval, &chosen);
         if sumq2 > 0.0 {
             scale = sumqx / sumq2;
         }
@@ -216,49 +218,6 @@ fn search_sub_block<S: IqSearch>(
         grid: chosen,
         signs,
     })
-}
-
-/// The grid point for the group `xv` (weights `wv`) at inverse scale `id`: the lattice
-/// point `clamp(nearest_int(0.5 * (id * x - 1)), 0, 7)` if it is on the grid (then `true`),
-/// else its listed neighbour nearest at `scale` (then `false`), as
-/// `iq3_find_best_neighbour` finds it. ggml asserts (aborting the process) when no
-/// distance is below `FLT_MAX`, which happens only when they overflow or are NaN (inputs
-/// beyond about 1e12, or weights of that order); the first neighbour is kept then.
-#[inline(always)]
-fn snap<S: IqSearch>(grid: &IqGrid<4>, xv: &[f32], wv: &[f32], id: f32, scale: f32) -> (u16, bool) {
-    let mut levels = [0i8; 4];
-    for i in 0..4 {
-        levels[i] = nearest_int(0.5 * (id * xv[i] - 1.0)).clamp(0, K_MAX_Q - 1) as i8;
-    }
-    match grid.lookup(grid.index(&levels)) {
-        Lookup::On(j) => (j as u16, true),
-        Lookup::Off(nb) => {
-            let j = S::best(grid, nb, xv, wv, scale, &Q_IQ3).unwrap_or_else(|| nb.at(0));
-            (j as u16, false)
-        }
-    }
-}
-
-/// `(sum w * x * q, sum w * q * q)` over the sub-block, `q` the coordinates (`2l + 1`) of
-/// the grid points `chosen`.
-fn weighted_sums(
-    grid: &IqGrid<4>,
-    weight: &[f32; 32],
-    xval: &[f32; 32],
-    chosen: &[u16; 8],
-) -> (f32, f32) {
-    let mut sumqx = 0.0f32;
-    let mut sumq2 = 0.0f32;
-    for (k, &j) in chosen.iter().enumerate() {
-        let p = grid.point(j as usize);
-        for i in 0..4 {
-            let w = weight[4 * k + i];
-            let q = p[i] as f32;
-            sumqx += w * xval[4 * k + i] * q;
-            sumq2 += w * q * q;
-        }
-    }
-    (sumqx, sumq2)
 }
 
 /// One row as `quantize_iq3_xxs` does it, with or without importance weights (ggml's

@@ -138,36 +138,14 @@ pub(crate) trait IqSearch {
         ids: &[f32],
         out: &mut Trials<G>,
     ) {
-        let top = q.len() as i32 - 1;
         for (t, &id) in ids.iter().enumerate() {
             let this_scale = 1.0 / id;
             for k in 0..G {
                 let g = D * k..D * k + D;
-                let (x, wa) = (&xval[g.clone()], &waux[g]);
-                let levels: [i8; D] = std::array::from_fn(|i| {
-                    nearest_int(0.5 * (id * x[i] - 1.0)).clamp(0, top) as i8
-                });
-                (out.index[t][k], out.on_grid[t][k]) = match grid.lookup(grid.index(&levels)) {
-                    Lookup::On(j) => (j as u16, true),
-                    Lookup::Off(nb) => {
-                        let j =
-                            Self::best(grid, nb, x, wa, this_scale, q).unwrap_or_else(|| nb.at(0));
-                        (j as u16, false)
-                    }
-                };
+                (out.index[t][k], out.on_grid[t][k]) =
+                    grid.snap::<Self>(&xval[g.clone()], &waux[g], id, this_scale, q);
             }
-            let mut sumqx = 0.0f32;
-            let mut sumq2 = 0.0f32;
-            for k in 0..G {
-                let p = grid.point(out.index[t][k] as usize);
-                for i in 0..D {
-                    let w = weight[D * k + i];
-                    let q = p[i] as f32;
-                    sumqx += w * xval[D * k + i] * q;
-                    sumq2 += w * q * q;
-                }
-            }
-            out.sums[t] = (sumqx, sumq2);
+            out.sums[t] = grid.fit(weight, xval, &out.index[t]);
         }
     }
 }
@@ -295,6 +273,53 @@ pub static IQ3XXS: IqGrid<4> = grid(grid_files!("iq3xxs"), 3);
 pub static IQ3S: IqGrid<4> = grid(grid_files!("iq3s"), 3);
 
 impl<const D: usize> IqGrid<D> {
+    /// A group of `D` magnitudes `x` rounded at inverse scale `id` to the lattice
+    /// (`clamp(nearest_int(0.5 * (id * x - 1)), 0, q.len() - 1)` per coordinate) and put on
+    /// the grid: the point's grid index and `true` if it is on the grid, else the neighbour
+    /// `S::best` picks at `scale` with weights `w` and `false`. ggml asserts (aborting the
+    /// process) when no neighbour's error is below `FLT_MAX`, which happens only when the
+    /// errors overflow or are NaN (inputs or weights beyond about 1e12); the first
+    /// neighbour is kept then.
+    #[inline(always)]
+    pub(crate) fn snap<S: IqSearch + ?Sized>(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        id: f32,
+        scale: f32,
+        q: &[f32],
+    ) -> (u16, bool) {
+        let top = q.len() as i32 - 1;
+        let levels: [i8; D] =
+            std::array::from_fn(|i| nearest_int(0.5 * (id * x[i] - 1.0)).clamp(0, top) as i8);
+        match self.lookup(self.index(&levels)) {
+            Lookup::On(j) => (j as u16, true),
+            Lookup::Off(nb) => {
+                let j = S::best(self, nb, x, w, scale, q).unwrap_or_else(|| nb.at(0));
+                (j as u16, false)
+            }
+        }
+    }
+
+    /// `(sum w * x * q, sum w * q * q)` of the weighted least-squares fit of `xval` by the
+    /// coordinates `q` (`2l + 1`) of the grid points `chosen`, one per group of `D`, each
+    /// product `(w * x) * q` and `(w * q) * q`, summed in element order from 0.
+    #[inline(always)]
+    pub(crate) fn fit(&self, weight: &[f32], xval: &[f32], chosen: &[u16]) -> (f32, f32) {
+        let mut sumqx = 0.0f32;
+        let mut sumq2 = 0.0f32;
+        for (k, &j) in chosen.iter().enumerate() {
+            let p = self.point(j as usize);
+            for i in 0..D {
+                let w = weight[D * k + i];
+                let q = p[i] as f32;
+                sumqx += w * xval[D * k + i] * q;
+                sumq2 += w * q * q;
+            }
+        }
+        (sumqx, sumq2)
+    }
+
     /// The search error of grid point `j` for the magnitudes `x`, weights `w`, at `scale`
     /// with level values `q`: `sum_i (w[i] * diff) * diff`, `diff = scale * q[l_i] - x[i]`,
     /// summed in coordinate order from 0, as every ggml neighbour search scores a

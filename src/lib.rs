@@ -11,6 +11,7 @@ pub mod convert;
 pub mod dequantize;
 pub mod diff;
 pub mod error;
+pub mod hf;
 pub mod model;
 pub mod pipeline;
 pub mod slab;

@@ -1,7 +1,9 @@
 //! `quantforge convert IN OUT [--split-max-size SIZE] [--split-max-tensors N]`: re-emits a
 //! GGUF file byte-identically, merges a split set (IN is its first part), or splits a
 //! model into `OUT-00001-of-0000N.gguf` parts as llama.cpp's gguf-split does. With
-//! safetensors on either side, see [`super::safetensors::convert`].
+//! safetensors on either side, see [`super::safetensors::convert`]. With a Hugging Face
+//! model folder as IN, the GGUF llama.cpp's `convert_hf_to_gguf.py` writes (see
+//! [`quantforge::hf`]).
 
 use super::file_kind::{self, FileKind};
 use anyhow::{Context, Result, bail};
@@ -24,7 +26,14 @@ place only when complete.
 
 Between containers (tensor bytes unchanged): a safetensors file or model folder to a GGUF \
 OUT, a GGUF to OUT.safetensors, and back again to the same bytes; a safetensors input to \
-OUT.safetensors gives one canonical file (shards merged).")]
+OUT.safetensors gives one canonical file (shards merged).
+
+A Hugging Face model folder (a directory with config.json, tokenizer files and \
+*.safetensors) as IN is converted as llama.cpp's convert_hf_to_gguf.py converts it, to \
+the same bytes: --outtype sets the type of the tensors it does not keep in f32. OUT may \
+be left out (the file goes into the folder under the converter's default name), be a \
+directory (the default name inside it) or hold {ftype} / {FTYPE} / {outtype} / \
+{OUTTYPE} for the output type's name.")]
 pub struct ConvertArgs {
     /// Most bytes of tensor data per part: a number with an optional unit K, M, G, T
     /// (powers of 1000, as gguf-split) or KiB, MiB, GiB, TiB (powers of 1024), e.g. 2G.
@@ -33,34 +42,63 @@ pub struct ConvertArgs {
     /// Most tensors per part.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     split_max_tensors: Option<u64>,
-    /// Input GGUF file, or the first part of a split set.
+    /// Hugging Face folders: type of the tensors not kept in f32 (f32, f16, bf16, q8_0,
+    /// tq1_0, tq2_0, or auto: bf16 or f16 as the source is).
+    #[arg(long, value_name = "TYPE", default_value = "f16")]
+    outtype: String,
+    /// Hugging Face folders: write the vocabulary and keys only, no tensors.
+    #[arg(long)]
+    vocab_only: bool,
+    /// Hugging Face folders: general.name.
+    #[arg(long, value_name = "NAME")]
+    model_name: Option<String>,
+    /// Hugging Face folders: a JSON file of general.* keys overriding what the folder says.
+    #[arg(long, value_name = "FILE")]
+    metadata: Option<PathBuf>,
+    /// Hugging Face folders: the BPE pre-tokenizer name (tokenizer.ggml.pre), whatever
+    /// its check-text hash says.
+    #[arg(long, value_name = "NAME")]
+    vocab_pre: Option<String>,
+    /// Hugging Face folders: print the tensors and types that would be written, write
+    /// nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Input GGUF file, the first part of a split set, a safetensors file or folder, or a
+    /// Hugging Face model folder.
     input: PathBuf,
-    /// Output file (or, when splitting, the prefix of the parts).
-    output: PathBuf,
+    /// Output file (or, when splitting, the prefix of the parts); for a Hugging Face
+    /// folder it may be left out.
+    output: Option<PathBuf>,
 }
 
 pub fn run(args: ConvertArgs) -> Result<()> {
+    if quantforge::hf::is_hf_folder(&args.input) {
+        return convert_hf(&args);
+    }
+    let Some(output) = args.output.clone() else {
+        bail!("OUT is required unless IN is a Hugging Face model folder");
+    };
     let kind = file_kind::detect(&args.input)?;
-    let to_safetensors = super::safetensors::is_safetensors_path(&args.output);
+    let to_safetensors = super::safetensors::is_safetensors_path(&output);
     if kind == FileKind::Gguf && !to_safetensors {
-        return convert_gguf(&args);
+        return convert_gguf(&args, &output);
     }
     if args.split_max_size.is_some() || args.split_max_tensors.is_some() {
         bail!("--split-max-size and --split-max-tensors apply to GGUF-to-GGUF conversion");
     }
-    super::safetensors::convert(&args.input, &args.output, kind)
+    super::safetensors::convert(&args.input, &output, kind)
 }
 
-fn convert_gguf(args: &ConvertArgs) -> Result<()> {
+fn convert_gguf(args: &ConvertArgs, output: &Path) -> Result<()> {
     let model = GgufModel::open(&args.input)?;
     if args.split_max_size.is_none() && args.split_max_tensors.is_none() {
-        model.write_merged(&args.output)?;
-        let size = std::fs::metadata(&args.output)
-            .with_context(|| format!("cannot stat {}", args.output.display()))?
+        model.write_merged(output)?;
+        let size = std::fs::metadata(output)
+            .with_context(|| format!("cannot stat {}", output.display()))?
             .len();
         println!(
             "{}: {} tensors, {size} bytes",
-            args.output.display(),
+            output.display(),
             model.n_tensors()
         );
         return Ok(());
@@ -71,7 +109,7 @@ fn convert_gguf(args: &ConvertArgs) -> Result<()> {
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         max_bytes: args.split_max_size,
     };
-    let prefix = split_prefix(&args.output);
+    let prefix = split_prefix(output);
     for path in model.write_split(&prefix, limits)? {
         let size = std::fs::metadata(&path)
             .with_context(|| format!("cannot stat {}", path.display()))?
@@ -79,6 +117,68 @@ fn convert_gguf(args: &ConvertArgs) -> Result<()> {
         println!("{}: {size} bytes", path.display());
     }
     Ok(())
+}
+
+/// A Hugging Face folder converted as llama.cpp's converter converts it.
+fn convert_hf(args: &ConvertArgs) -> Result<()> {
+    use quantforge::hf::{ConvertOptions, HfFolder, OutType};
+    if args.split_max_size.is_some() || args.split_max_tensors.is_some() {
+        bail!(
+            "--split-max-size and --split-max-tensors are not yet supported for Hugging Face folders"
+        );
+    }
+    let folder = HfFolder::open(&args.input)?;
+    let opts = ConvertOptions {
+        outtype: OutType::parse(&args.outtype)?,
+        model_name: args.model_name.clone(),
+        metadata: args.metadata.clone(),
+        vocab_only: args.vocab_only,
+        vocab_pre: args.vocab_pre.clone(),
+    };
+    let conv = folder.conversion(&opts)?;
+    let ftype = conv.outtype.name();
+    let path = match &args.output {
+        None => args.input.join(format!("{}.gguf", conv.default_stem)),
+        Some(p) if p.is_dir() => p.join(format!("{}.gguf", conv.default_stem)),
+        Some(p) => fill_template(p, ftype),
+    };
+    if args.dry_run {
+        for t in &conv.tensors {
+            println!("{:<40} {:<6} {:?}", t.name, t.ty.name(), t.ne);
+        }
+        println!(
+            "{}: {} keys, {} tensors (dry run, nothing written)",
+            path.display(),
+            conv.metadata.len(),
+            conv.tensors.len()
+        );
+        return Ok(());
+    }
+    let w = quantforge::hf::write(&conv, &path)?;
+    println!(
+        "{}: {} tensors, {} bytes",
+        w.path.display(),
+        w.tensors,
+        w.bytes
+    );
+    Ok(())
+}
+
+/// The converter's `fill_templated_filename`: `{ftype}`/`{outtype}` lowercase,
+/// `{FTYPE}`/`{OUTTYPE}` uppercase, in the file name only.
+fn fill_template(path: &Path, ftype: &str) -> PathBuf {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return path.to_path_buf();
+    };
+    let lower = ftype.to_lowercase();
+    let upper = ftype.to_uppercase();
+    let name = name
+        .replace("{ftype}", &lower)
+        .replace("{outtype}", &lower)
+        .replace("{FTYPE}", &upper)
+        .replace("{OUTTYPE}", &upper)
+        .replace("{}", &lower);
+    path.with_file_name(name)
 }
 
 /// OUT without a trailing `.gguf`: `out/model.gguf` -> `out/model`.

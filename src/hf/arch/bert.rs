@@ -1,0 +1,192 @@
+//! `BertModel` (sentence-transformers folders among them): a WordPiece vocabulary in the
+//! converter's "phantom space" form, mean/CLS pooling from `modules.json`, no causal mask.
+
+use super::{Arch, ArchTable, text_filter, text_parameters};
+use crate::error::{Error, Result};
+use crate::hf::tokenizer::special::{SpecialVocab, read_object};
+use crate::hf::tokenizer::{HfTokenizer, token_type};
+use crate::hf::{Ctx, json_u32};
+use quantforge_formats::gguf::{Array, StringArray, Value};
+use serde_json::Value as Json;
+
+/// The converter's `BertModel` class.
+pub struct Bert;
+
+impl Arch for Bert {
+    fn table(&self) -> &'static ArchTable {
+        &crate::hf::tables::BERT
+    }
+
+    fn filter(&self, name: &str) -> Option<String> {
+        let mut name = name.strip_prefix("bert.").unwrap_or(name).to_string();
+        if let Some(stem) = name.strip_suffix(".gamma") {
+            name = format!("{stem}.weight");
+        }
+        if let Some(stem) = name.strip_suffix(".beta") {
+            name = format!("{stem}.bias");
+        }
+        if matches!(
+            name.as_str(),
+            "embeddings.position_ids" | "pooler.dense.weight" | "pooler.dense.bias"
+        ) || name.starts_with("cls.predictions")
+            || name.starts_with("cls.seq_relationship")
+        {
+            return None;
+        }
+        text_filter(&name)
+    }
+
+    fn modify(&self, ctx: &Ctx<'_>, name: &str) -> Result<String> {
+        let name = match (labels(ctx).is_some(), name) {
+            (true, "classifier.weight") => "classifier.out_proj.weight",
+            (true, "classifier.bias") => "classifier.out_proj.bias",
+            _ => name,
+        };
+        ctx.tensor_map.map(name)
+    }
+
+    fn parameters(&self, ctx: &mut Ctx<'_>) -> Result<()> {
+        text_parameters(ctx)?;
+        ctx.put_arch("attention.causal", false)?;
+        pooling(ctx)?;
+        if let Some(labels) = labels(ctx) {
+            let mut a = StringArray::new();
+            for l in labels {
+                a.push(l);
+            }
+            ctx.put_arch("classifier.output_labels", Value::Array(Array::String(a)))?;
+        }
+        Ok(())
+    }
+
+    fn vocab(&self, ctx: &mut Ctx<'_>) -> Result<()> {
+        let tok = HfTokenizer::load(ctx.dir)?;
+        let vocab_size = match ctx.config.get("vocab_size") {
+            Some(v) => json_u32("vocab_size", v)? as usize,
+            None => tok.vocab_len(),
+        };
+        let (tokens, types) = tok.vocab_base(vocab_size)?;
+        let pre = pre_name(ctx, &tok)?;
+        let type_count = match ctx.config.get("type_vocab_size") {
+            Some(v) => json_u32("type_vocab_size", v)?,
+            None => 1,
+        };
+        ctx.put("tokenizer.ggml.token_type_count", type_count)?;
+        let mut list = StringArray::with_capacity(tokens.len(), 0);
+        for (t, &ty) in tokens.iter().zip(&types) {
+            if ty == token_type::CONTROL {
+                list.push(t);
+            } else if let Some(rest) = t.strip_prefix("##") {
+                list.push(rest);
+            } else {
+                list.push(format!("\u{2581}{t}"));
+            }
+        }
+        ctx.put("tokenizer.ggml.model", "bert")?;
+        ctx.put("tokenizer.ggml.pre", pre)?;
+        ctx.put("tokenizer.ggml.tokens", Value::Array(Array::String(list)))?;
+        ctx.put("tokenizer.ggml.token_type", Value::Array(Array::I32(types)))?;
+        let special = SpecialVocab::load(ctx.dir, false, Some(tokens.len()))?;
+        special.write(&mut ctx.metadata)
+    }
+}
+
+/// The pre-tokenizer name: `--vocab-pre`, else the converter's hash table.
+pub(crate) fn pre_name(ctx: &Ctx<'_>, tok: &HfTokenizer) -> Result<String> {
+    if let Some(p) = &ctx.vocab_pre {
+        return Ok(p.clone());
+    }
+    let (hash, name) = tok.pre_by_hash()?;
+    name.map(str::to_string).ok_or_else(|| {
+        Error::invalid(format!(
+            "{}: the BPE pre-tokenizer (check-text hash {hash}) is not one the converter knows; \
+             name it with --vocab-pre",
+            ctx.dir.join("tokenizer.json").display()
+        ))
+    })
+}
+
+/// Classifier labels (`id2label` unless it is the two placeholder labels `transformers`
+/// adds), sorted by id.
+fn labels(ctx: &Ctx<'_>) -> Option<Vec<String>> {
+    let Some(Json::Object(map)) = ctx.config.get("id2label") else {
+        return None;
+    };
+    if map.is_empty() {
+        return None;
+    }
+    if map.len() == 2 && map.get("0").and_then(Json::as_str) == Some("LABEL_0") {
+        return None;
+    }
+    let mut items: Vec<(i64, String)> = map
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.parse().unwrap_or(i64::MAX),
+                v.as_str().map_or_else(|| v.to_string(), str::to_string),
+            )
+        })
+        .collect();
+    items.sort();
+    Some(items.into_iter().map(|(_, v)| v).collect())
+}
+
+/// `_try_set_pooling_type`: the pooling of sentence-transformers' `modules.json`.
+fn pooling(ctx: &mut Ctx<'_>) -> Result<()> {
+    let modules = ctx.dir.join("modules.json");
+    let mut path = None;
+    if modules.is_file() {
+        let text = std::fs::read_to_string(&modules)
+            .map_err(|e| Error::invalid(format!("{}: {e}", modules.display())))?;
+        let list: Json = serde_json::from_str(&text)
+            .map_err(|e| Error::invalid(format!("{}: not valid JSON: {e}", modules.display())))?;
+        for m in list.as_array().into_iter().flatten() {
+            if m.get("type")
+                .and_then(Json::as_str)
+                .is_some_and(|t| t.ends_with("Pooling"))
+            {
+                path = m.get("path").and_then(Json::as_str).map(str::to_string);
+                break;
+            }
+        }
+    }
+    let mode = |m: &str| match m {
+        "mean" => Some(1u32),
+        "cls" => Some(2),
+        "lasttoken" => Some(3),
+        _ => None,
+    };
+    if let Some(p) = path {
+        let file = ctx.dir.join(&p).join("config.json");
+        let cfg = read_object(&file)?
+            .ok_or_else(|| Error::invalid(format!("{}: missing", file.display())))?;
+        let on = |k: &str| cfg.get(k).is_some_and(|v| v.as_bool() == Some(true));
+        let ty = if on("pooling_mode_mean_tokens") {
+            1
+        } else if on("pooling_mode_cls_token") {
+            2
+        } else if on("pooling_mode_lasttoken") {
+            3
+        } else if let Some(t) = cfg
+            .get("pooling_mode")
+            .and_then(Json::as_str)
+            .and_then(mode)
+        {
+            t
+        } else {
+            return Err(Error::invalid(format!(
+                "{}: only mean, CLS and last-token pooling are supported",
+                file.display()
+            )));
+        };
+        ctx.put_arch("pooling_type", ty)?;
+    }
+    if let Some(cp) = ctx.config.get("classifier_pooling") {
+        let t = cp
+            .as_str()
+            .and_then(|m| mode(m).filter(|_| m != "lasttoken"));
+        let t = t.ok_or_else(|| Error::invalid(format!("unsupported classifier_pooling {cp}")))?;
+        ctx.put_arch("classifier.pooling_type", t)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,264 @@
+//! The architectures a Hugging Face folder can hold, one module per converter class, and
+//! the registry that picks one by `config.json`'s `architectures[0]`.
+//!
+//! Each [`Arch`] says what the converter's class does: which tensors it drops or renames
+//! before mapping ([`Arch::filter`]), how it maps and reshapes them ([`Arch::modify`]),
+//! which keys it writes ([`Arch::parameters`]) and how it reads the tokenizer
+//! ([`Arch::vocab`]). The tensor-name tables are generated from the converter's gguf-py
+//! (`super::tables`). Adding an architecture is one module and one [`REGISTRY`] entry.
+
+mod bert;
+
+use super::Ctx;
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+
+/// One tensor kind of an architecture: its GGUF name and the Hugging Face names mapped to
+/// it (`{bid}` is the block number).
+#[derive(Debug)]
+pub struct KindEntry {
+    /// The converter's `MODEL_TENSOR` name (`TOKEN_EMBD`).
+    pub kind: &'static str,
+    /// The GGUF name without suffix (`blk.{bid}.attn_q`).
+    pub gguf: &'static str,
+    /// Hugging Face names mapped to it, without `.weight`/`.bias`.
+    pub hf: &'static [&'static str],
+}
+
+/// An architecture's GGUF name and tensor kinds, generated from gguf-py.
+#[derive(Debug)]
+pub struct ArchTable {
+    /// `general.architecture` (`bert`, `llama`).
+    pub name: &'static str,
+    /// Kinds outside the blocks.
+    pub global: &'static [KindEntry],
+    /// Kinds of every block.
+    pub block: &'static [KindEntry],
+}
+
+/// The converter's `TensorNameMap` for one architecture and block count: every Hugging
+/// Face name (and every GGUF name, which maps to itself) to its kind and GGUF name.
+pub struct TensorMap {
+    map: HashMap<String, (&'static str, String)>,
+    /// GGUF name (with `.weight`, block numbers filled in) to kind.
+    kinds: HashMap<String, &'static str>,
+}
+
+impl TensorMap {
+    /// Builds the map as the converter does: global kinds first, then each block's, a later
+    /// insertion of the same name replacing an earlier one.
+    pub fn new(table: &ArchTable, n_blocks: usize) -> TensorMap {
+        let mut map = HashMap::new();
+        let mut kinds = HashMap::new();
+        for e in table.global {
+            map.insert(e.gguf.to_string(), (e.kind, e.gguf.to_string()));
+            for k in e.hf {
+                map.insert(k.to_string(), (e.kind, e.gguf.to_string()));
+            }
+            kinds.insert(format!("{}.weight", e.gguf), e.kind);
+        }
+        for bid in 0..n_blocks {
+            let b = bid.to_string();
+            for e in table.block {
+                let name = e.gguf.replace("{bid}", &b);
+                map.insert(name.clone(), (e.kind, name.clone()));
+                for k in e.hf {
+                    map.insert(k.replace("{bid}", &b), (e.kind, name.clone()));
+                }
+                kinds.insert(format!("{name}.weight"), e.kind);
+            }
+        }
+        TensorMap { map, kinds }
+    }
+
+    /// The GGUF name of Hugging Face tensor `name`, trying it whole and then without each
+    /// of `suffixes` (which is put back), as `TensorNameMap.get_name`.
+    pub fn get(&self, name: &str, suffixes: &[&str]) -> Option<String> {
+        if let Some((_, n)) = self.map.get(name) {
+            return Some(n.clone());
+        }
+        suffixes.iter().find_map(|s| {
+            let stem = name.strip_suffix(s)?;
+            self.map.get(stem).map(|(_, n)| format!("{n}{s}"))
+        })
+    }
+
+    /// [`TensorMap::get`] with `.weight` and `.bias`, or the converter's error.
+    pub fn map(&self, name: &str) -> Result<String> {
+        self.get(name, &[".weight", ".bias"])
+            .ok_or_else(|| Error::invalid(format!("cannot map tensor `{name}` to a GGUF name")))
+    }
+
+    /// The kind of GGUF tensor `name` when it is a kind's `.weight` (the converter's
+    /// `match_model_tensor_name` with the default suffix).
+    pub fn kind_of_weight(&self, name: &str) -> Option<&'static str> {
+        self.kinds.get(name).copied()
+    }
+}
+
+/// What one converter class does.
+pub trait Arch: Sync {
+    /// The architecture's table.
+    fn table(&self) -> &'static ArchTable;
+
+    /// The converter's `filter_tensors`: the name a source tensor goes on with, or `None`
+    /// for one that is dropped.
+    fn filter(&self, name: &str) -> Option<String> {
+        text_filter(name)
+    }
+
+    /// The converter's `modify_tensors` for a tensor that needs no reshaping: its GGUF
+    /// name.
+    fn modify(&self, ctx: &Ctx<'_>, name: &str) -> Result<String> {
+        ctx.tensor_map.map(name)
+    }
+
+    /// The keys of `set_gguf_parameters`.
+    fn parameters(&self, ctx: &mut Ctx<'_>) -> Result<()>;
+
+    /// The tokenizer keys of `set_vocab`.
+    fn vocab(&self, ctx: &mut Ctx<'_>) -> Result<()>;
+}
+
+/// `TextModel.filter_tensors` (and `ModelBase`'s): multimodal tensors dropped, a few names
+/// normalised.
+pub fn text_filter(name: &str) -> Option<String> {
+    const PREFIXES: &[&str] = &[
+        "mlp",
+        "vit.",
+        "vpm.",
+        "siglip2.",
+        "conformer.",
+        "merger.",
+        "resampler.",
+        "sound_encoder.",
+        "sound_projection.",
+        "speech_embeddings.",
+    ];
+    const PARTS: &[&str] = &[
+        "visual.",
+        "vision.",
+        "audio.",
+        "talker.",
+        "vision_",
+        "audio_",
+        "token2wav.",
+        "code2wav.",
+        "projector.",
+        "pre_mm_projector_norm",
+        "image_newline",
+        "view_seperator",
+        "patch_embed",
+        "patch_embedding",
+        "patch_merger.",
+        "patch_merge_mlp.",
+        "model.connector.",
+    ];
+    if PREFIXES.iter().any(|p| name.starts_with(p)) || PARTS.iter().any(|p| name.contains(p)) {
+        return None;
+    }
+    let mut name = name.to_string();
+    if name.ends_with("e_score_correction_bias") {
+        name = name.replace("e_score_correction_bias", "e_score_correction.bias");
+    }
+    if name.contains("language_model.") {
+        name = name.replace("language_model.", "");
+    }
+    Some(name)
+}
+
+/// Hugging Face architecture names and the converter class each is.
+pub static REGISTRY: &[(&str, &dyn Arch)] = &[
+    ("BertModel", &bert::Bert),
+    ("BertForMaskedLM", &bert::Bert),
+    ("CamembertModel", &bert::Bert),
+    ("BertForSequenceClassification", &bert::Bert),
+];
+
+/// The converter class of Hugging Face architecture `name`, or an error listing those
+/// quantforge converts.
+pub fn lookup(name: &str) -> Result<&'static dyn Arch> {
+    REGISTRY
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, a)| *a)
+        .ok_or_else(|| {
+            let known: Vec<&str> = REGISTRY.iter().map(|(n, _)| *n).collect();
+            Error::invalid(format!(
+                "architecture {name} is not supported; supported: {}",
+                known.join(", ")
+            ))
+        })
+}
+
+/// `TextModel.set_gguf_parameters`: the keys every text model writes, from the config.
+pub fn text_parameters(ctx: &mut Ctx<'_>) -> Result<()> {
+    use super::{json_f32, json_u32};
+    let c = ctx.config;
+    ctx.put_arch("block_count", u32::try_from(ctx.block_count)?)?;
+    let u32_keys: [(&str, &[&str]); 5] = [
+        (
+            "context_length",
+            &[
+                "max_position_embeddings",
+                "n_ctx",
+                "n_positions",
+                "max_length",
+                "max_sequence_length",
+                "model_max_length",
+            ],
+        ),
+        ("embedding_length", &["hidden_size", "n_embd", "dim"]),
+        (
+            "feed_forward_length",
+            &[
+                "prefix_dense_intermediate_size",
+                "dense_intermediate_size",
+                "intermediate_size",
+                "n_inner",
+                "hidden_dim",
+            ],
+        ),
+        (
+            "attention.head_count",
+            &["num_attention_heads", "n_head", "n_heads"],
+        ),
+        (
+            "attention.head_count_kv",
+            &["num_key_value_heads", "n_kv_heads"],
+        ),
+    ];
+    for (key, names) in u32_keys {
+        if let Some((name, v)) = c.find(names) {
+            ctx.put_arch(key, json_u32(name, v)?)?;
+        }
+    }
+    if c.get("is_causal") == Some(&serde_json::Value::Bool(false)) {
+        ctx.put_arch("attention.causal", false)?;
+    }
+    if let Some((name, v)) = c.find(&["rope_theta", "rotary_emb_base"]) {
+        ctx.put_arch("rope.freq_base", json_f32(name, v)?)?;
+    }
+    if let Some((name, v)) = c.find(&["rms_norm_eps", "norm_eps"]) {
+        ctx.put_arch("attention.layer_norm_rms_epsilon", json_f32(name, v)?)?;
+    }
+    if let Some((name, v)) = c.find(&["layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"]) {
+        ctx.put_arch("attention.layer_norm_epsilon", json_f32(name, v)?)?;
+    }
+    if let Some((name, v)) = c.find(&["num_local_experts", "num_experts", "n_routed_experts"]) {
+        ctx.put_arch("expert_count", json_u32(name, v)?)?;
+    }
+    if let Some((name, v)) = c.find(&[
+        "num_experts_per_tok",
+        "num_experts_per_token",
+        "top_k_experts",
+    ]) {
+        ctx.put_arch("expert_used_count", json_u32(name, v)?)?;
+    }
+    if let Some(v) = c.get("head_dim") {
+        ctx.put_arch("attention.key_length", json_u32("head_dim", v)?)?;
+        ctx.put_arch("attention.value_length", json_u32("head_dim", v)?)?;
+    }
+    ctx.put("general.file_type", ctx.outtype.file_type())?;
+    Ok(())
+}

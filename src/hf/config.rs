@@ -1,0 +1,110 @@
+//! `config.json` as the converter sees it: the converter loads it through `transformers`'
+//! `AutoConfig(...).to_dict()`, so a key the file leaves out still has the config class's
+//! default. The defaults of the keys the converter reads are listed per model type here.
+
+use crate::error::{Context, Error, Result, bail};
+use serde_json::{Map, Value as Json, json};
+use std::path::{Path, PathBuf};
+
+/// `config.json` with its config class's defaults.
+#[derive(Clone, Debug)]
+pub struct Config {
+    path: PathBuf,
+    map: Map<String, Json>,
+}
+
+/// Defaults of `transformers`' `BertConfig` for the keys the converter reads.
+fn bert_defaults() -> Json {
+    json!({
+        "vocab_size": 30522,
+        "hidden_size": 768,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "intermediate_size": 3072,
+        "max_position_embeddings": 512,
+        "type_vocab_size": 2,
+        "layer_norm_eps": 1e-12,
+        "pad_token_id": 0,
+    })
+}
+
+impl Config {
+    /// Reads `DIR/config.json`; an error names the file when it is missing or not a JSON
+    /// object.
+    pub fn load(dir: &Path) -> Result<Config> {
+        let path = dir.join("config.json");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+        let value: Json = serde_json::from_str(&text)
+            .map_err(|e| Error::invalid(format!("{}: not valid JSON: {e}", path.display())))?;
+        let Json::Object(mut map) = value else {
+            bail!("{}: not a JSON object", path.display());
+        };
+        // The converter moves `text_config` to the top level (multimodal wrappers).
+        if let Some(Json::Object(text)) = map.get("text_config").cloned() {
+            for (k, v) in text {
+                map.insert(k, v);
+            }
+        }
+        Ok(Config { path, map })
+    }
+
+    /// The config with the defaults of the class `architecture` is loaded through.
+    pub fn with_defaults(mut self, architecture: &str) -> Config {
+        let defaults = match architecture {
+            "BertModel"
+            | "BertForMaskedLM"
+            | "CamembertModel"
+            | "BertForSequenceClassification" => bert_defaults(),
+            _ => json!({}),
+        };
+        if let Json::Object(d) = defaults {
+            for (k, v) in d {
+                self.map.entry(k).or_insert(v);
+            }
+        }
+        self
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `architectures[0]`.
+    pub fn architecture(&self) -> Result<String> {
+        self.map
+            .get("architectures")
+            .and_then(|a| a.as_array())
+            .and_then(|a| a.first())
+            .and_then(|a| a.as_str())
+            .map(str::to_string)
+            .with_context(|| {
+                format!(
+                    "{}: no `architectures` list naming the model class",
+                    self.path.display()
+                )
+            })
+    }
+
+    /// A key's value.
+    pub fn get(&self, key: &str) -> Option<&Json> {
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    /// The first of `keys` present (the converter's `find_hparam(..., optional=True)`).
+    pub fn find<'k>(&self, keys: &[&'k str]) -> Option<(&'k str, &Json)> {
+        keys.iter()
+            .find_map(|k| self.map.get(*k).map(|v| (*k, v)))
+            .filter(|(_, v)| !v.is_null())
+    }
+
+    /// The number of blocks (`num_hidden_layers` or its other names).
+    pub fn block_count(&self) -> Result<u64> {
+        let (key, v) = self
+            .find(&["n_layers", "num_hidden_layers", "n_layer", "num_layers"])
+            .with_context(|| format!("{}: no `num_hidden_layers`", self.path.display()))?;
+        v.as_u64()
+            .with_context(|| format!("{}: `{key}` is {v}, not a layer count", self.path.display()))
+    }
+}

@@ -1,0 +1,471 @@
+//! Hugging Face model folders (`config.json`, tokenizer files, `*.safetensors`) read as the
+//! GGUF llama.cpp's converter (`convert_hf_to_gguf.py` with its `conversion/` package and
+//! gguf-py 0.19.0) writes for them: the same keys in the same order with the same wire
+//! types, the same tensors with the same names, order, shapes, types and bytes.
+//!
+//! The converter's Python is the specification here, as ggml's C is for the codecs:
+//! - [`config`]: `config.json` with the defaults of the `transformers` config class the
+//!   converter loads it through;
+//! - [`card`]: the `general.*` keys derived from the README's front matter, `config.json`'s
+//!   `_name_or_path` and the folder's name (gguf-py's `metadata.py`);
+//! - [`tokenizer`]: the vocabulary keys (tokens, types, the BPE pre-tokenizer found by the
+//!   hash of its check text's ids, special tokens and flags);
+//! - [`arch`]: one module per converter class, picked by `architectures[0]`;
+//! - this module: the tensor list and the type each gets (the converter's
+//!   `prepare_tensors`), and the order the keys are written in (`prepare_metadata`).
+//!
+//! A [`Conversion`] lists what the GGUF holds; [`write`] writes it. Tensors are read from
+//! the mapped safetensors files one at a time, so memory does not grow with the model.
+
+pub mod arch;
+pub mod card;
+pub mod config;
+#[rustfmt::skip]
+mod tables;
+pub mod tokenizer;
+mod write;
+
+pub use write::{Written, write};
+
+use crate::error::{Context, Error, Result, bail, ensure};
+use arch::{Arch, TensorMap};
+use config::Config;
+use quantforge_formats::gguf::{Metadata, Value};
+use quantforge_formats::safetensors::{Dtype, ModelFolder, TensorView};
+use quantforge_kernels::GgmlType;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// `--outtype`: the type of the tensors the converter does not keep in f32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutType {
+    /// `f32`.
+    F32,
+    /// `f16` (the converter's default is `f16`).
+    F16,
+    /// `bf16`.
+    Bf16,
+    /// `q8_0`.
+    Q8_0,
+    /// `tq1_0`.
+    Tq1_0,
+    /// `tq2_0`.
+    Tq2_0,
+    /// `auto`: bf16 or f16 as the first such 2-D tensor of the source is, else f16.
+    Auto,
+}
+
+impl OutType {
+    /// Parses the converter's `--outtype` names.
+    pub fn parse(text: &str) -> Result<OutType> {
+        Ok(match text {
+            "f32" => OutType::F32,
+            "f16" => OutType::F16,
+            "bf16" => OutType::Bf16,
+            "q8_0" => OutType::Q8_0,
+            "tq1_0" => OutType::Tq1_0,
+            "tq2_0" => OutType::Tq2_0,
+            "auto" => OutType::Auto,
+            _ => bail!("unknown --outtype {text} (f32, f16, bf16, q8_0, tq1_0, tq2_0, auto)"),
+        })
+    }
+
+    /// The ggml type of tensors that are not kept in f32.
+    fn ggml(self) -> GgmlType {
+        match self {
+            OutType::F32 => GgmlType::F32,
+            OutType::F16 | OutType::Auto => GgmlType::F16,
+            OutType::Bf16 => GgmlType::BF16,
+            OutType::Q8_0 => GgmlType::Q8_0,
+            OutType::Tq1_0 => GgmlType::TQ1_0,
+            OutType::Tq2_0 => GgmlType::TQ2_0,
+        }
+    }
+
+    /// `general.file_type` (llama.cpp's `LLAMA_FTYPE_*`).
+    pub fn file_type(self) -> u32 {
+        match self {
+            OutType::F32 => 0,
+            OutType::F16 | OutType::Auto => 1,
+            OutType::Q8_0 => 7,
+            OutType::Bf16 => 32,
+            OutType::Tq1_0 => 36,
+            OutType::Tq2_0 => 37,
+        }
+    }
+
+    /// The name the converter puts in file names (`F16`, `Q8_0`).
+    pub fn name(self) -> &'static str {
+        match self {
+            OutType::F32 => "F32",
+            OutType::F16 | OutType::Auto => "F16",
+            OutType::Bf16 => "BF16",
+            OutType::Q8_0 => "Q8_0",
+            OutType::Tq1_0 => "TQ1_0",
+            OutType::Tq2_0 => "TQ2_0",
+        }
+    }
+}
+
+/// What a conversion is asked for besides the folder (the converter's options).
+#[derive(Clone, Debug)]
+pub struct ConvertOptions {
+    /// `--outtype`.
+    pub outtype: OutType,
+    /// `--model-name`: `general.name`.
+    pub model_name: Option<String>,
+    /// `--metadata FILE`: a JSON object of `general.*` overrides.
+    pub metadata: Option<PathBuf>,
+    /// `--vocab-only`: the keys and no tensors.
+    pub vocab_only: bool,
+    /// `--vocab-pre NAME`: the BPE pre-tokenizer, whatever the hash says.
+    pub vocab_pre: Option<String>,
+}
+
+impl Default for ConvertOptions {
+    fn default() -> ConvertOptions {
+        ConvertOptions {
+            outtype: OutType::F16,
+            model_name: None,
+            metadata: None,
+            vocab_only: false,
+            vocab_pre: None,
+        }
+    }
+}
+
+/// Whether `path` is a Hugging Face model folder (a directory with a `config.json`).
+pub fn is_hf_folder(path: &Path) -> bool {
+    path.is_dir() && path.join("config.json").is_file()
+}
+
+/// An open Hugging Face folder: its config, its architecture and its mapped weights.
+pub struct HfFolder {
+    dir: PathBuf,
+    config: Config,
+    arch_name: String,
+    arch: &'static dyn Arch,
+    weights: ModelFolder,
+}
+
+/// One tensor of the output: its GGUF name, dimensions (ggml order), type and source.
+pub struct OutTensor<'a> {
+    /// The GGUF name.
+    pub name: String,
+    /// Dimensions, `ne[0]` the row length.
+    pub ne: Vec<u64>,
+    /// The type written.
+    pub ty: GgmlType,
+    /// The source tensor, read as f32 rows.
+    pub source: TensorView<'a>,
+}
+
+/// Everything the output GGUF holds.
+pub struct Conversion<'a> {
+    /// The keys, in the converter's order.
+    pub metadata: Metadata,
+    /// The tensors, in the converter's order (none with `--vocab-only`).
+    pub tensors: Vec<OutTensor<'a>>,
+    /// The file type the run resolved (`auto` made concrete).
+    pub outtype: OutType,
+    /// The converter's default file name stem (`all-MiniLM-L6-23M-v2-F16`), used when no
+    /// output path is given or the path is a directory.
+    pub default_stem: String,
+}
+
+/// What an architecture module works with while it writes its keys.
+pub struct Ctx<'a> {
+    /// The folder.
+    pub dir: &'a Path,
+    /// `config.json` with the config class's defaults.
+    pub config: &'a Config,
+    /// The keys written so far.
+    pub metadata: Metadata,
+    /// The tensor names of this architecture and block count.
+    pub tensor_map: TensorMap,
+    /// `general.architecture`.
+    pub arch: &'static str,
+    /// The block count.
+    pub block_count: u64,
+    /// The resolved output type.
+    pub outtype: OutType,
+    /// `--vocab-pre`.
+    pub vocab_pre: Option<String>,
+}
+
+impl Ctx<'_> {
+    /// Appends a key (the converter never writes one twice; a second write replaces the
+    /// value in place as its writer does).
+    pub fn put(&mut self, key: impl Into<String>, value: impl Into<Value>) -> Result<()> {
+        self.metadata.set(key.into(), value.into())?;
+        Ok(())
+    }
+
+    /// Appends `<arch>.<key>`.
+    pub fn put_arch(&mut self, key: &str, value: impl Into<Value>) -> Result<()> {
+        let key = format!("{}.{key}", self.arch);
+        self.put(key, value)
+    }
+}
+
+impl HfFolder {
+    /// Opens a folder: reads `config.json`, finds the architecture, maps the weights.
+    pub fn open(dir: &Path) -> Result<HfFolder> {
+        let config = Config::load(dir)?;
+        let arch_name = config.architecture()?;
+        let arch = arch::lookup(&arch_name)
+            .with_context(|| format!("{}", dir.join("config.json").display()))?;
+        let weights = ModelFolder::open(dir)?;
+        let config = config.with_defaults(&arch_name);
+        Ok(HfFolder {
+            dir: dir.to_path_buf(),
+            config,
+            arch_name,
+            arch,
+            weights,
+        })
+    }
+
+    /// The Hugging Face architecture name (`BertModel`).
+    pub fn architecture(&self) -> &str {
+        &self.arch_name
+    }
+
+    /// The folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The source tensors as the converter indexes them: shard by shard in name order,
+    /// each shard's tensors in name order, after the architecture's filter.
+    fn sources(&self) -> Result<Vec<(String, TensorView<'_>)>> {
+        let mut shards: Vec<_> = self.weights.shards().collect();
+        shards.sort_by(|a, b| a.0.cmp(b.0));
+        let mut out = Vec::new();
+        let mut seen: HashMap<String, &str> = HashMap::new();
+        for (shard, file) in shards {
+            let mut views: Vec<TensorView<'_>> = file.tensors().collect();
+            views.sort_by(|a, b| a.name().cmp(b.name()));
+            for v in views {
+                if let Some(first) = seen.insert(v.name().to_string(), shard) {
+                    bail!(
+                        "{}: tensor `{}` is in both {first} and {shard}",
+                        self.dir.display(),
+                        v.name()
+                    );
+                }
+                if let Some(name) = self.arch.filter(v.name()) {
+                    out.push((name, v));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The conversion: keys and tensors, as the converter would write them.
+    pub fn conversion(&self, opts: &ConvertOptions) -> Result<Conversion<'_>> {
+        let sources = self.sources()?;
+        let outtype = match opts.outtype {
+            OutType::Auto => guess_outtype(&sources),
+            t => t,
+        };
+        let table = self.arch.table();
+        let block_count = self.config.block_count()?;
+        let mut ctx = Ctx {
+            dir: &self.dir,
+            config: &self.config,
+            metadata: Metadata::new(),
+            tensor_map: TensorMap::new(table, usize::try_from(block_count)?),
+            arch: table.name,
+            block_count,
+            outtype,
+            vocab_pre: opts.vocab_pre.clone(),
+        };
+        ctx.put("general.architecture", table.name)?;
+
+        let mut tensors = Vec::new();
+        for (name, view) in sources {
+            if [
+                ".attention.masked_bias",
+                ".attention.bias",
+                ".rotary_emb.inv_freq",
+            ]
+            .iter()
+            .any(|s| name.ends_with(s))
+            {
+                continue;
+            }
+            let new_name = self
+                .arch
+                .modify(&ctx, &name)
+                .with_context(|| format!("{}", self.dir.display()))?;
+            let ty = tensor_type(&ctx, &new_name, view.shape(), outtype);
+            let ne: Vec<u64> = view.shape().iter().rev().map(|&d| d as u64).collect();
+            ensure!(
+                can_decode(view.dtype()),
+                "{}: tensor `{}` has dtype {}, which quantforge cannot convert",
+                self.dir.display(),
+                view.name(),
+                view.dtype()
+            );
+            tensors.push(OutTensor {
+                name: new_name,
+                ne,
+                ty,
+                source: view,
+            });
+        }
+        self.check_shapes(&tensors)?;
+        let mut names = HashMap::new();
+        for t in &tensors {
+            if names.insert(t.name.as_str(), ()).is_some() {
+                bail!("{}: two tensors map to `{}`", self.dir.display(), t.name);
+            }
+        }
+
+        // `--vocab-only` prepares no tensors, so the converter counts no parameters.
+        if opts.vocab_only {
+            tensors.clear();
+        }
+        let total_params: u64 = tensors.iter().map(|t| t.ne.iter().product::<u64>()).sum();
+        let card = card::GeneralMeta::load(
+            &self.dir,
+            opts.metadata.as_deref(),
+            opts.model_name.as_deref(),
+            total_params,
+        )?;
+        let default_stem = card.file_stem(outtype.name());
+        ctx.put("general.type", "model")?;
+        card.write(&mut ctx.metadata)?;
+        self.arch.parameters(&mut ctx)?;
+        ctx.put(
+            "general.quantization_version",
+            crate::pipeline::plan::QUANTIZATION_VERSION,
+        )?;
+        self.arch.vocab(&mut ctx)?;
+        Ok(Conversion {
+            metadata: ctx.metadata,
+            tensors,
+            outtype,
+            default_stem,
+        })
+    }
+}
+
+impl HfFolder {
+    /// Refuses tensors whose shapes contradict `config.json` (a config from another
+    /// model): the token embedding's width must be the hidden size.
+    fn check_shapes(&self, tensors: &[OutTensor<'_>]) -> Result<()> {
+        let Some(embd) = tensors.iter().find(|t| t.name == "token_embd.weight") else {
+            return Ok(());
+        };
+        if let Some((key, v)) = self.config.find(&["hidden_size", "n_embd", "dim"])
+            && v.as_u64() != embd.ne.first().copied()
+        {
+            bail!(
+                "{}: tensor token_embd.weight (`{}`) is {} wide, but `{key}` in config.json is {v}",
+                self.dir.display(),
+                embd.source.name(),
+                embd.ne.first().copied().unwrap_or(0)
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Whether the converter can read dtype `d` (it widens everything it reads to f32).
+fn can_decode(d: Dtype) -> bool {
+    matches!(d, Dtype::F32 | Dtype::F16 | Dtype::BF16)
+}
+
+/// `--outtype auto`: the first 2-D-or-more tensor stored as bf16 or f16 decides; f16 if none.
+fn guess_outtype(sources: &[(String, TensorView<'_>)]) -> OutType {
+    for (_, v) in sources {
+        if v.shape().len() < 2 {
+            continue;
+        }
+        match v.dtype() {
+            Dtype::BF16 => return OutType::Bf16,
+            Dtype::F16 => return OutType::F16,
+            _ => {}
+        }
+    }
+    OutType::F16
+}
+
+/// Kinds the converter always keeps in f32 (matched as `<name>.weight`).
+const F32_KINDS: &[&str] = &[
+    "FFN_GATE_INP",
+    "FFN_GATE_INP_SHEXP",
+    "POS_EMBD",
+    "TOKEN_TYPES",
+    "SSM_CONV1D",
+    "SHORTCONV_CONV",
+    "TIME_MIX_FIRST",
+    "TIME_MIX_W1",
+    "TIME_MIX_W2",
+    "TIME_MIX_DECAY_W1",
+    "TIME_MIX_DECAY_W2",
+    "TIME_MIX_LERP_FUSED",
+    "POSNET_NORM1",
+    "POSNET_NORM2",
+    "V_ENC_EMBD_POS",
+    "A_ENC_EMBD_POS",
+    "ALTUP_CORRECT_COEF",
+    "ALTUP_PREDICT_COEF",
+    "SSM_CONV1D_Q",
+    "SSM_CONV1D_K",
+    "SSM_CONV1D_V",
+    "INDEXER_PROJ",
+];
+
+/// Kinds a ternary output keeps in f16.
+const F16_UNDER_TERNARY: &[&str] = &[
+    "TOKEN_EMBD",
+    "PER_LAYER_TOKEN_EMBD",
+    "OUTPUT",
+    "ALTUP_ROUTER",
+    "LAUREL_L",
+    "LAUREL_R",
+];
+
+/// The type the converter's `prepare_tensors` gives tensor `name` of `shape`: f32 for
+/// 1-D tensors, norms, non-weights and the kinds in [`F32_KINDS`]; else the output type,
+/// f16 where that type's blocks do not divide the rows (the converter's fallback).
+fn tensor_type(ctx: &Ctx<'_>, name: &str, shape: &[usize], outtype: OutType) -> GgmlType {
+    let kind = ctx.tensor_map.kind_of_weight(name);
+    if shape.len() <= 1 || name.ends_with("_norm.weight") {
+        return GgmlType::F32;
+    }
+    let suffix_ok = [".weight", ".lora_a", ".lora_b"]
+        .iter()
+        .any(|s| name.len() >= 7 && &name[name.len() - 7..] == *s);
+    if kind.is_some_and(|k| F32_KINDS.contains(&k)) || !suffix_ok {
+        return GgmlType::F32;
+    }
+    if matches!(outtype, OutType::Tq1_0 | OutType::Tq2_0)
+        && kind.is_some_and(|k| F16_UNDER_TERNARY.contains(&k))
+    {
+        return GgmlType::F16;
+    }
+    let ty = outtype.ggml();
+    let row = shape.last().copied().unwrap_or(1);
+    if row % ty.block_size() != 0 {
+        return GgmlType::F16;
+    }
+    ty
+}
+
+/// A JSON number as a `u32` key value, or an error naming the key.
+pub(crate) fn json_u32(key: &str, v: &serde_json::Value) -> Result<u32> {
+    v.as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| Error::invalid(format!("config.json: `{key}` is {v}, not a 32-bit count")))
+}
+
+/// A JSON number as an `f32` key value, or an error naming the key.
+pub(crate) fn json_f32(key: &str, v: &serde_json::Value) -> Result<f32> {
+    v.as_f64()
+        .map(|x| x as f32)
+        .ok_or_else(|| Error::invalid(format!("config.json: `{key}` is {v}, not a number")))
+}

@@ -1,0 +1,133 @@
+//! Writing a [`Conversion`]: the header, then each tensor a slab of rows at a time, its
+//! rows widened to f32 and encoded on all threads, into a file that takes its name only
+//! when complete (so a failed or interrupted run leaves nothing under OUT).
+
+use super::Conversion;
+use crate::error::{Context, Result};
+use quantforge_formats::gguf::{AtomicFile, GgufBuilder};
+use quantforge_formats::safetensors::{self as st, Dtype};
+use quantforge_kernels::GgmlType;
+use rayon::prelude::*;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// What [`write`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// The output file.
+    pub path: PathBuf,
+    /// Tensors written.
+    pub tensors: usize,
+    /// The file's size.
+    pub bytes: u64,
+}
+
+/// Output bytes per slab: large enough to keep every thread busy, small enough that
+/// memory does not grow with the model.
+const SLAB_BYTES: usize = 8 << 20;
+
+/// Rows per parallel task (about 256 KiB of f32 each).
+fn task_rows(row_len: usize) -> usize {
+    ((256 << 10) / 4 / row_len.max(1)).max(1)
+}
+
+/// The ggml type whose bytes a safetensors dtype already has.
+fn same_bytes(d: Dtype) -> Option<GgmlType> {
+    match d {
+        Dtype::F32 => Some(GgmlType::F32),
+        Dtype::F16 => Some(GgmlType::F16),
+        Dtype::BF16 => Some(GgmlType::BF16),
+        _ => None,
+    }
+}
+
+/// Writes `conv` to `path`.
+pub fn write(conv: &Conversion<'_>, path: &Path) -> Result<Written> {
+    let mut b = GgufBuilder::new();
+    *b.metadata_mut() = conv.metadata.clone();
+    for t in &conv.tensors {
+        b.declare_tensor(t.name.clone(), t.ty, &t.ne)?;
+    }
+    if conv.tensors.is_empty() {
+        // The converter's vocabulary-only file ends with the last key: no tensor
+        // directory, no padding.
+        let (_, layout) = b.header().encode()?;
+        let mut bytes = b.to_bytes()?;
+        bytes.truncate(layout.header_size as usize);
+        let mut f = AtomicFile::create(path)?;
+        f.write_all(&bytes).map_err(|e| {
+            crate::error::Error::invalid(format!("cannot write {}: {e}", path.display()))
+        })?;
+        f.commit()?;
+        return Ok(Written {
+            path: path.to_path_buf(),
+            tensors: 0,
+            bytes: bytes.len() as u64,
+        });
+    }
+    let mut w = b.create(path)?;
+    for t in &conv.tensors {
+        let src = t.source.data();
+        if same_bytes(t.source.dtype()) == Some(t.ty) {
+            for chunk in src.chunks(SLAB_BYTES) {
+                w.write_chunk(chunk)?;
+            }
+            if src.is_empty() {
+                w.write_chunk(&[])?;
+            }
+            continue;
+        }
+        let row_len = t.ne.first().copied().unwrap_or(1) as usize;
+        let n_rows = if row_len == 0 {
+            0
+        } else {
+            (t.ne.iter().product::<u64>() / row_len as u64) as usize
+        };
+        let src_row = t
+            .source
+            .dtype()
+            .bytes_of(row_len)
+            .with_context(|| format!("tensor `{}`", t.source.name()))?;
+        let dst_row = t.ty.row_size(row_len)?;
+        let task = task_rows(row_len);
+        let slab_rows = (SLAB_BYTES / dst_row.max(1)).max(1).div_ceil(task) * task;
+        let mut out = vec![0u8; slab_rows.min(n_rows) * dst_row];
+        let mut row = 0;
+        while row < n_rows {
+            let rows = slab_rows.min(n_rows - row);
+            let x = &src[row * src_row..(row + rows) * src_row];
+            let y = &mut out[..rows * dst_row];
+            y.par_chunks_mut(task * dst_row)
+                .zip(x.par_chunks(task * src_row))
+                .try_for_each_init(Vec::new, |buf: &mut Vec<f32>, (y, x)| -> Result<()> {
+                    let n = x.len() / src_row * row_len;
+                    buf.resize(n, 0.0);
+                    st::decode_f32_into(t.source.name(), t.source.dtype(), x, buf)?;
+                    encode(t.ty, buf, row_len, y)
+                        .with_context(|| format!("tensor `{}`", t.source.name()))
+                })?;
+            w.write_chunk(y)?;
+            row += rows;
+        }
+        if n_rows == 0 {
+            w.write_chunk(&[])?;
+        }
+    }
+    let bytes = w.bytes_written();
+    w.commit()?;
+    Ok(Written {
+        path: path.to_path_buf(),
+        tensors: conv.tensors.len(),
+        bytes,
+    })
+}
+
+/// Encodes f32 rows as `ty`.
+fn encode(ty: GgmlType, x: &[f32], row_len: usize, y: &mut [u8]) -> Result<()> {
+    if ty == GgmlType::F32 {
+        y.copy_from_slice(bytemuck::cast_slice(x));
+        return Ok(());
+    }
+    quantforge_kernels::quantize(ty, x, row_len, None, y)?;
+    Ok(())
+}

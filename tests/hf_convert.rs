@@ -1,0 +1,227 @@
+//! `quantforge convert DIR OUT` on a Hugging Face folder: the real all-MiniLM-L6-v2 converted
+//! every way `tests/hf/cases.json` lists must give the file llama.cpp's
+//! `convert_hf_to_gguf.py` wrote for it (sha256 recorded there by
+//! `scripts/check-hf-convert --update`, checked live in CI by `scripts/check-hf-convert`);
+//! bad folders fail with one line naming the file and key or tensor, exit code 2 and no
+//! output.
+
+mod st_common;
+
+use serde_json::Value;
+use st_common::{real_model, sha256};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn quantforge(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_quantforge"))
+        .args(args)
+        .output()
+        .expect("cannot run quantforge")
+}
+
+/// The real MiniLM folder, fetched if missing.
+fn minilm_dir() -> Option<PathBuf> {
+    real_model("all-minilm-l6-v2/tokenizer.json").map(|p| p.parent().unwrap().to_path_buf())
+}
+
+/// A folder named `name` under `root` holding the model's files as links, README.md as
+/// `readme` says (absent key: the model's own; null: none; a string: that text), as
+/// `scripts/check-hf-convert` builds it.
+fn case_folder(model: &Path, root: &Path, name: &str, readme: Option<&Value>) -> PathBuf {
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(model).unwrap() {
+        let entry = entry.unwrap();
+        let file = entry.file_name();
+        if file == "SHA256SUMS" || file == "README.md" {
+            continue;
+        }
+        std::os::unix::fs::symlink(entry.path(), dir.join(&file)).unwrap();
+    }
+    match readme {
+        None => std::os::unix::fs::symlink(model.join("README.md"), dir.join("README.md")).unwrap(),
+        Some(Value::String(text)) => std::fs::write(dir.join("README.md"), text).unwrap(),
+        Some(_) => {}
+    }
+    dir
+}
+
+#[test]
+fn minilm_converts_to_the_converters_bytes_in_every_recorded_case() {
+    let Some(model) = minilm_dir() else { return };
+    let spec: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hf/cases.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let cases = spec["cases"].as_array().unwrap();
+    assert!(cases.len() >= 15);
+    for (i, case) in cases.iter().enumerate() {
+        let tmp = tempfile::tempdir().unwrap();
+        let folder = case_folder(
+            &model,
+            tmp.path(),
+            case["folder"].as_str().unwrap(),
+            case.get("readme"),
+        );
+        let out = tmp.path().join("out.gguf");
+        let mut args: Vec<std::ffi::OsString> =
+            vec!["convert".into(), folder.into(), out.clone().into()];
+        args.extend(
+            case["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().into()),
+        );
+        if let Some(meta) = case.get("metadata") {
+            let file = tmp.path().join("metadata.json");
+            std::fs::write(&file, meta.to_string()).unwrap();
+            args.push("--metadata".into());
+            args.push(file.into());
+        }
+        let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let r = quantforge(&refs);
+        assert!(
+            r.status.success(),
+            "case {i}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        assert_eq!(
+            sha256(&out),
+            case["sha256"].as_str().unwrap(),
+            "case {i} ({} {:?}): not the converter's bytes",
+            case["folder"],
+            case["args"]
+        );
+    }
+}
+
+#[test]
+fn the_default_output_name_is_the_converters() {
+    let Some(model) = minilm_dir() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let folder = case_folder(&model, tmp.path(), "all-MiniLM-L6-v2", None);
+    let r = quantforge(&[
+        "convert".as_ref(),
+        folder.as_os_str(),
+        "--outtype".as_ref(),
+        "q8_0".as_ref(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(folder.join("all-MiniLM-L6-23M-v2-Q8_0.gguf").is_file());
+    let out = tmp.path().join("m-{FTYPE}.gguf");
+    let r = quantforge(&[
+        "convert".as_ref(),
+        folder.as_os_str(),
+        out.as_os_str(),
+        "--outtype".as_ref(),
+        "bf16".as_ref(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(tmp.path().join("m-BF16.gguf").is_file());
+}
+
+/// Runs `convert` on `folder`, expects exit code 2, one error line containing every one
+/// of `needles`, and no output file.
+fn refused(folder: &Path, extra: &[&str], needles: &[&str]) {
+    let out = folder.parent().unwrap().join("refused.gguf");
+    let mut args: Vec<&std::ffi::OsStr> =
+        vec!["convert".as_ref(), folder.as_os_str(), out.as_os_str()];
+    args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
+    let r = quantforge(&args);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{n:?} not in: {err}");
+    }
+    assert!(!out.exists(), "no output left behind");
+    let left: Vec<_> = std::fs::read_dir(folder.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+/// Replaces the link `name` in `folder` by a file holding `text`.
+fn replace(folder: &Path, name: &str, text: &[u8]) {
+    let p = folder.join(name);
+    let _ = std::fs::remove_file(&p);
+    std::fs::write(p, text).unwrap();
+}
+
+#[test]
+fn bad_folders_are_refused_with_the_file_and_key_named() {
+    let Some(model) = minilm_dir() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let mk = |n: &str| case_folder(&model, tmp.path(), n, None);
+
+    let f = mk("bad-config");
+    replace(&f, "config.json", b"{\"architectures\": [\"BertModel\"], ");
+    refused(&f, &[], &["config.json", "not valid JSON"]);
+
+    let f = mk("no-arch");
+    replace(&f, "config.json", b"{\"hidden_size\": 384}");
+    refused(&f, &[], &["config.json", "architectures"]);
+
+    let f = mk("unknown-arch");
+    replace(
+        &f,
+        "config.json",
+        b"{\"architectures\": [\"FancyNewModel\"]}",
+    );
+    refused(&f, &[], &["FancyNewModel", "BertModel"]);
+
+    let f = mk("no-tokenizer");
+    std::fs::remove_file(f.join("tokenizer.json")).unwrap();
+    refused(&f, &[], &["tokenizer.json", "missing"]);
+
+    let f = mk("bad-tokenizer");
+    replace(&f, "tokenizer.json", b"{\"model\": 12}");
+    refused(&f, &[], &["tokenizer.json"]);
+
+    let f = mk("bad-outtype");
+    refused(&f, &["--outtype", "q4_k"], &["--outtype", "q4_k"]);
+
+    let config = std::fs::read_to_string(model.join("config.json")).unwrap();
+    let f = mk("wrong-width");
+    replace(
+        &f,
+        "config.json",
+        config
+            .replace("\"hidden_size\": 384", "\"hidden_size\": 512")
+            .as_bytes(),
+    );
+    refused(&f, &[], &["token_embd.weight", "hidden_size", "512"]);
+
+    let f = mk("too-few-layers");
+    replace(
+        &f,
+        "config.json",
+        config
+            .replace("\"num_hidden_layers\": 6", "\"num_hidden_layers\": 4")
+            .as_bytes(),
+    );
+    refused(&f, &[], &["encoder.layer.4"]);
+}
+
+#[test]
+fn a_nan_in_a_weight_being_quantized_is_named() {
+    let Some(model) = minilm_dir() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let f = case_folder(&model, tmp.path(), "nan-model", None);
+    let mut bytes = std::fs::read(model.join("model.safetensors")).unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
+    let name = "encoder.layer.2.attention.self.query.weight";
+    let start = header[name]["data_offsets"][0].as_u64().unwrap() as usize + 8 + header_len;
+    bytes[start + 4 * 7..start + 4 * 8].copy_from_slice(&f32::NAN.to_le_bytes());
+    replace(&f, "model.safetensors", &bytes);
+    refused(
+        &f,
+        &["--outtype", "q8_0"],
+        &["encoder.layer.2.attention.self.query.weight"],
+    );
+}

@@ -5,6 +5,8 @@
 //! bad folders fail with one line naming the file and key or tensor, exit code 2 and no
 //! output.
 
+#[path = "../golden/hf_fixtures.rs"]
+mod hf_fixtures;
 mod st_common;
 
 use serde_json::Value;
@@ -24,6 +26,19 @@ fn minilm_dir() -> Option<PathBuf> {
     real_model("all-minilm-l6-v2/tokenizer.json").map(|p| p.parent().unwrap().to_path_buf())
 }
 
+/// The generated fixtures (golden/hf_fixtures.rs), written once per test binary.
+fn fixtures() -> Option<&'static Path> {
+    static DIR: std::sync::OnceLock<Option<tempfile::TempDir>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let vocab = real_model("llama-vocabs/ggml-vocab-llama-bpe.gguf")?;
+        let dir = tempfile::tempdir().unwrap();
+        hf_fixtures::write_all(vocab.parent().unwrap(), dir.path());
+        Some(dir)
+    })
+    .as_ref()
+    .map(|d| d.path())
+}
+
 /// A folder named `name` under `root` holding the model's files as links, README.md as
 /// `readme` says (absent key: the model's own; null: none; a string: that text), as
 /// `scripts/check-hf-convert` builds it.
@@ -39,7 +54,10 @@ fn case_folder(model: &Path, root: &Path, name: &str, readme: Option<&Value>) ->
         std::os::unix::fs::symlink(entry.path(), dir.join(&file)).unwrap();
     }
     match readme {
-        None => std::os::unix::fs::symlink(model.join("README.md"), dir.join("README.md")).unwrap(),
+        None if model.join("README.md").exists() => {
+            std::os::unix::fs::symlink(model.join("README.md"), dir.join("README.md")).unwrap()
+        }
+        None => {}
         Some(Value::String(text)) => std::fs::write(dir.join("README.md"), text).unwrap(),
         Some(_) => {}
     }
@@ -47,19 +65,24 @@ fn case_folder(model: &Path, root: &Path, name: &str, readme: Option<&Value>) ->
 }
 
 #[test]
-fn minilm_converts_to_the_converters_bytes_in_every_recorded_case() {
+fn every_recorded_case_converts_to_the_converters_bytes() {
     let Some(model) = minilm_dir() else { return };
+    let Some(fixtures) = fixtures() else { return };
     let spec: Value = serde_json::from_str(
         &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hf/cases.json"))
             .unwrap(),
     )
     .unwrap();
     let cases = spec["cases"].as_array().unwrap();
-    assert!(cases.len() >= 15);
+    assert!(cases.len() >= 21);
     for (i, case) in cases.iter().enumerate() {
         let tmp = tempfile::tempdir().unwrap();
+        let source = match case.get("fixture") {
+            Some(f) => fixtures.join(f.as_str().unwrap()),
+            None => model.clone(),
+        };
         let folder = case_folder(
-            &model,
+            &source,
             tmp.path(),
             case["folder"].as_str().unwrap(),
             case.get("readme"),

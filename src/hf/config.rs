@@ -28,6 +28,37 @@ fn bert_defaults() -> Json {
     })
 }
 
+/// Defaults of `LlamaConfig`.
+fn llama_defaults() -> Json {
+    json!({
+        "vocab_size": 32000,
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 2048,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": false,
+    })
+}
+
+/// Defaults of `MistralConfig`.
+fn mistral_defaults() -> Json {
+    json!({
+        "vocab_size": 32000,
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "sliding_window": 4096,
+        "tie_word_embeddings": false,
+    })
+}
+
 impl Config {
     /// Reads `DIR/config.json`; an error names the file when it is missing or not a JSON
     /// object.
@@ -56,11 +87,40 @@ impl Config {
             | "BertForMaskedLM"
             | "CamembertModel"
             | "BertForSequenceClassification" => bert_defaults(),
+            "LLaMAForCausalLM" | "LlamaForCausalLM" | "LlamaModel" => llama_defaults(),
+            "MistralForCausalLM" => mistral_defaults(),
             _ => json!({}),
         };
         if let Json::Object(d) = defaults {
             for (k, v) in d {
+                // A key the file has keeps its value, null included (the config class
+                // keeps an explicit None).
                 self.map.entry(k).or_insert(v);
+            }
+        }
+        // LlamaConfig and MistralConfig derive these when the file leaves them out.
+        if matches!(
+            architecture,
+            "LLaMAForCausalLM" | "LlamaForCausalLM" | "LlamaModel" | "MistralForCausalLM"
+        ) {
+            let heads = self.map.get("num_attention_heads").and_then(Json::as_u64);
+            if self.get("num_key_value_heads").is_none() {
+                let kv = if architecture == "MistralForCausalLM" {
+                    Some(8)
+                } else {
+                    heads
+                };
+                if let Some(kv) = kv {
+                    self.map.insert("num_key_value_heads".into(), json!(kv));
+                }
+            }
+            if self.get("head_dim").is_none()
+                && let (Some(h), Some(n)) = (
+                    self.map.get("hidden_size").and_then(Json::as_u64),
+                    heads.filter(|&n| n > 0),
+                )
+            {
+                self.map.insert("head_dim".into(), json!(h / n));
             }
         }
         self

@@ -158,6 +158,25 @@ pub struct OutTensor<'a> {
     pub ty: GgmlType,
     /// The source tensor, read as f32 rows.
     pub source: TensorView<'a>,
+    /// Llama's rotary Q/K permutation with this many heads: the source's outermost axis
+    /// read as `(heads, 2, n / heads / 2)` with its last two axes swapped.
+    pub permute: Option<usize>,
+}
+
+impl OutTensor<'_> {
+    /// The source index, along the outermost axis, of output index `r` (the identity
+    /// unless the tensor is permuted; `n` is that axis's length).
+    pub fn source_index(&self, r: usize, n: usize) -> usize {
+        match self.permute {
+            None => r,
+            Some(heads) => {
+                let per_head = n / heads;
+                let half = per_head / 2;
+                let (h, rem) = (r / per_head, r % per_head);
+                h * per_head + (rem % 2) * half + rem / 2
+            }
+        }
+    }
 }
 
 /// Everything the output GGUF holds.
@@ -295,10 +314,20 @@ impl HfFolder {
             {
                 continue;
             }
-            let new_name = self
+            let modified = self
                 .arch
                 .modify(&ctx, &name)
                 .with_context(|| format!("{}", self.dir.display()))?;
+            let new_name = modified.name;
+            if let Some(heads) = modified.permute {
+                let n = view.shape().first().copied().unwrap_or(0);
+                ensure!(
+                    heads > 0 && n % (2 * heads) == 0,
+                    "{}: tensor `{}` has {n} rows, which {heads} heads cannot split in halves",
+                    self.dir.display(),
+                    view.name()
+                );
+            }
             let ty = tensor_type(&ctx, &new_name, view.shape(), outtype);
             let ne: Vec<u64> = view.shape().iter().rev().map(|&d| d as u64).collect();
             ensure!(
@@ -313,6 +342,7 @@ impl HfFolder {
                 ne,
                 ty,
                 source: view,
+                permute: modified.permute,
             });
         }
         self.check_shapes(&tensors)?;

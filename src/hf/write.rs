@@ -66,9 +66,31 @@ pub fn write(conv: &Conversion<'_>, path: &Path) -> Result<Written> {
         });
     }
     let mut w = b.create(path)?;
+    let mut gathered = Vec::new();
     for t in &conv.tensors {
-        let src = t.source.data();
-        if same_bytes(t.source.dtype()) == Some(t.ty) {
+        let elem = t
+            .source
+            .dtype()
+            .bytes_of(1)
+            .with_context(|| format!("tensor `{}`", t.source.name()))?;
+        // A permuted 1-D tensor (a bias) is permuted element by element, whole.
+        let permuted_1d;
+        let src: &[u8] = match (t.permute, t.ne.len()) {
+            (Some(_), 1) => {
+                let data = t.source.data();
+                let n = data.len() / elem;
+                let mut v = Vec::with_capacity(data.len());
+                for r in 0..n {
+                    let s = t.source_index(r, n);
+                    v.extend_from_slice(&data[s * elem..(s + 1) * elem]);
+                }
+                permuted_1d = v;
+                &permuted_1d
+            }
+            _ => t.source.data(),
+        };
+        let rows_permuted = t.permute.is_some() && t.ne.len() > 1;
+        if same_bytes(t.source.dtype()) == Some(t.ty) && !rows_permuted {
             for chunk in src.chunks(SLAB_BYTES) {
                 w.write_chunk(chunk)?;
             }
@@ -83,11 +105,7 @@ pub fn write(conv: &Conversion<'_>, path: &Path) -> Result<Written> {
         } else {
             (t.ne.iter().product::<u64>() / row_len as u64) as usize
         };
-        let src_row = t
-            .source
-            .dtype()
-            .bytes_of(row_len)
-            .with_context(|| format!("tensor `{}`", t.source.name()))?;
+        let src_row = row_len * elem;
         let dst_row = t.ty.row_size(row_len)?;
         let task = task_rows(row_len);
         let slab_rows = (SLAB_BYTES / dst_row.max(1)).max(1).div_ceil(task) * task;
@@ -95,17 +113,30 @@ pub fn write(conv: &Conversion<'_>, path: &Path) -> Result<Written> {
         let mut row = 0;
         while row < n_rows {
             let rows = slab_rows.min(n_rows - row);
-            let x = &src[row * src_row..(row + rows) * src_row];
+            let x: &[u8] = if rows_permuted {
+                gathered.clear();
+                for r in row..row + rows {
+                    let s = t.source_index(r, n_rows);
+                    gathered.extend_from_slice(&src[s * src_row..(s + 1) * src_row]);
+                }
+                &gathered
+            } else {
+                &src[row * src_row..(row + rows) * src_row]
+            };
             let y = &mut out[..rows * dst_row];
-            y.par_chunks_mut(task * dst_row)
-                .zip(x.par_chunks(task * src_row))
-                .try_for_each_init(Vec::new, |buf: &mut Vec<f32>, (y, x)| -> Result<()> {
-                    let n = x.len() / src_row * row_len;
-                    buf.resize(n, 0.0);
-                    st::decode_f32_into(t.source.name(), t.source.dtype(), x, buf)?;
-                    encode(t.ty, buf, row_len, y)
-                        .with_context(|| format!("tensor `{}`", t.source.name()))
-                })?;
+            if same_bytes(t.source.dtype()) == Some(t.ty) {
+                y.copy_from_slice(x);
+            } else {
+                y.par_chunks_mut(task * dst_row)
+                    .zip(x.par_chunks(task * src_row))
+                    .try_for_each_init(Vec::new, |buf: &mut Vec<f32>, (y, x)| -> Result<()> {
+                        let n = x.len() / src_row * row_len;
+                        buf.resize(n, 0.0);
+                        st::decode_f32_into(t.source.name(), t.source.dtype(), x, buf)?;
+                        encode(t.ty, buf, row_len, y)
+                            .with_context(|| format!("tensor `{}`", t.source.name()))
+                    })?;
+            }
             w.write_chunk(y)?;
             row += rows;
         }

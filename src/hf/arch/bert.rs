@@ -1,7 +1,7 @@
 //! `BertModel` (sentence-transformers folders among them): a WordPiece vocabulary in the
 //! converter's "phantom space" form, mean/CLS pooling from `modules.json`, no causal mask.
 
-use super::{Arch, ArchTable, text_filter, text_parameters};
+use super::{Arch, ArchTable, Modified, text_filter, text_parameters};
 use crate::error::{Error, Result};
 use crate::hf::tokenizer::special::{SpecialVocab, read_object};
 use crate::hf::tokenizer::{HfTokenizer, token_type};
@@ -36,13 +36,13 @@ impl Arch for Bert {
         text_filter(&name)
     }
 
-    fn modify(&self, ctx: &Ctx<'_>, name: &str) -> Result<String> {
+    fn modify(&self, ctx: &Ctx<'_>, name: &str) -> Result<Modified> {
         let name = match (labels(ctx).is_some(), name) {
             (true, "classifier.weight") => "classifier.out_proj.weight",
             (true, "classifier.bias") => "classifier.out_proj.bias",
             _ => name,
         };
-        ctx.tensor_map.map(name)
+        Ok(Modified::name(ctx.tensor_map.map(name)?))
     }
 
     fn parameters(&self, ctx: &mut Ctx<'_>) -> Result<()> {

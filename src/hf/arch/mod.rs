@@ -8,9 +8,13 @@
 //! (`super::tables`). Adding an architecture is one module and one [`REGISTRY`] entry.
 
 mod bert;
+mod llama;
 
 use super::Ctx;
+use super::config::Config;
 use crate::error::{Error, Result};
+use quantforge_formats::gguf::{Array, Value};
+use serde_json::{Map, Value as Json, json};
 use std::collections::HashMap;
 
 /// One tensor kind of an architecture: its GGUF name and the Hugging Face names mapped to
@@ -96,6 +100,25 @@ impl TensorMap {
     }
 }
 
+/// What `modify_tensors` makes of a source tensor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Modified {
+    /// The GGUF name.
+    pub name: String,
+    /// Llama's Q/K rotary permutation with this many heads.
+    pub permute: Option<usize>,
+}
+
+impl Modified {
+    /// Renamed only.
+    pub fn name(name: String) -> Modified {
+        Modified {
+            name,
+            permute: None,
+        }
+    }
+}
+
 /// What one converter class does.
 pub trait Arch: Sync {
     /// The architecture's table.
@@ -107,10 +130,9 @@ pub trait Arch: Sync {
         text_filter(name)
     }
 
-    /// The converter's `modify_tensors` for a tensor that needs no reshaping: its GGUF
-    /// name.
-    fn modify(&self, ctx: &Ctx<'_>, name: &str) -> Result<String> {
-        ctx.tensor_map.map(name)
+    /// The converter's `modify_tensors`: the GGUF name, and how the data is reordered.
+    fn modify(&self, ctx: &Ctx<'_>, name: &str) -> Result<Modified> {
+        Ok(Modified::name(ctx.tensor_map.map(name)?))
     }
 
     /// The keys of `set_gguf_parameters`.
@@ -173,6 +195,10 @@ pub static REGISTRY: &[(&str, &dyn Arch)] = &[
     ("BertForMaskedLM", &bert::Bert),
     ("CamembertModel", &bert::Bert),
     ("BertForSequenceClassification", &bert::Bert),
+    ("LLaMAForCausalLM", &llama::Llama { bare_names: false }),
+    ("LlamaForCausalLM", &llama::Llama { bare_names: false }),
+    ("MistralForCausalLM", &llama::Llama { bare_names: false }),
+    ("LlamaModel", &llama::Llama { bare_names: true }),
 ];
 
 /// The converter class of Hugging Face architecture `name`, or an error listing those
@@ -189,6 +215,66 @@ pub fn lookup(name: &str) -> Result<&'static dyn Arch> {
                 known.join(", ")
             ))
         })
+}
+
+/// The converter's `rope_parameters`: `rope_parameters` or `rope_scaling` from the config,
+/// with the global and local rope bases, the rope type, the partial rotary factor and the
+/// original context length mirrored into it as `TextModel.__init__` does.
+pub fn rope_parameters(c: &Config) -> Map<String, Json> {
+    let mut rp = match c.get("rope_parameters").or_else(|| c.get("rope_scaling")) {
+        Some(Json::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    let theta = c
+        .find(&[
+            "global_rope_theta",
+            "rope_global_theta",
+            "rope_theta_global",
+            "rope_theta",
+            "rotary_emb_base",
+        ])
+        .map(|(_, v)| v.clone());
+    let local = c
+        .find(&[
+            "local_rope_theta",
+            "rope_local_theta",
+            "rope_theta_local",
+            "swa_rope_theta",
+            "rope_local_base_freq",
+        ])
+        .map(|(_, v)| v.clone());
+    let partial = c
+        .find(&["partial_rotary_factor", "rope_pct", "rope_percent"])
+        .map(|(_, v)| v.clone());
+    let orig = c
+        .find(&["original_max_position_embeddings"])
+        .map(|(_, v)| v.clone());
+    if !rp.contains_key("full_attention") && !rp.contains_key("sliding_attention") {
+        if let Some(l) = local {
+            rp.insert("sliding_attention".into(), json!({ "rope_theta": l }));
+        }
+        if !rp.contains_key("rope_theta")
+            && let Some(t) = theta
+        {
+            rp.insert("rope_theta".into(), t);
+        }
+        if !rp.contains_key("rope_type")
+            && let Some(t) = rp.get("type").filter(|t| !t.is_null()).cloned()
+        {
+            rp.insert("rope_type".into(), t);
+        }
+        if !rp.contains_key("partial_rotary_factor")
+            && let Some(p) = partial
+        {
+            rp.insert("partial_rotary_factor".into(), p);
+        }
+        if !rp.contains_key("original_max_position_embeddings")
+            && let Some(o) = orig
+        {
+            rp.insert("original_max_position_embeddings".into(), o);
+        }
+    }
+    rp
 }
 
 /// `TextModel.set_gguf_parameters`: the keys every text model writes, from the config.
@@ -233,11 +319,78 @@ pub fn text_parameters(ctx: &mut Ctx<'_>) -> Result<()> {
             ctx.put_arch(key, json_u32(name, v)?)?;
         }
     }
-    if c.get("is_causal") == Some(&serde_json::Value::Bool(false)) {
+    if c.get("is_causal") == Some(&Json::Bool(false)) {
         ctx.put_arch("attention.causal", false)?;
     }
-    if let Some((name, v)) = c.find(&["rope_theta", "rotary_emb_base"]) {
-        ctx.put_arch("rope.freq_base", json_f32(name, v)?)?;
+    let rp = rope_parameters(c);
+    let params = match rp.get("full_attention") {
+        Some(Json::Object(m)) => m.clone(),
+        _ => rp.clone(),
+    };
+    if let Some(rope_type) = params.get("rope_type").filter(|t| !t.is_null()) {
+        let rope_type = rope_type.as_str().unwrap_or_default();
+        let factor = params.get("factor").filter(|f| !f.is_null());
+        let f32_of = |k: &str| -> Result<Option<f32>> {
+            params
+                .get(k)
+                .filter(|v| !v.is_null())
+                .map(|v| json_f32(k, v))
+                .transpose()
+        };
+        match (rope_type, factor) {
+            ("linear", Some(f)) => {
+                ctx.put_arch("rope.scaling.type", "linear")?;
+                ctx.put_arch("rope.scaling.factor", json_f32("factor", f)?)?;
+            }
+            ("yarn", Some(f)) => {
+                ctx.put_arch("rope.scaling.type", "yarn")?;
+                ctx.put_arch("rope.scaling.factor", json_f32("factor", f)?)?;
+                let orig = params
+                    .get("original_max_position_embeddings")
+                    .ok_or_else(|| Error::invalid("config.json: yarn rope scaling without original_max_position_embeddings"))?;
+                ctx.put_arch(
+                    "rope.scaling.original_context_length",
+                    json_u32("original_max_position_embeddings", orig)?,
+                )?;
+                if let Some(v) = f32_of("extrapolation_factor")? {
+                    ctx.put_arch("rope.scaling.yarn_ext_factor", v)?;
+                }
+                let attn = match f32_of("attention_factor")? {
+                    Some(v) => Some(v),
+                    None => f32_of("attn_factor")?,
+                };
+                if let Some(v) = attn {
+                    ctx.put_arch("rope.scaling.yarn_attn_factor", v)?;
+                }
+                if let Some(v) = f32_of("beta_fast")? {
+                    ctx.put_arch("rope.scaling.yarn_beta_fast", v)?;
+                }
+                if let Some(v) = f32_of("beta_slow")? {
+                    ctx.put_arch("rope.scaling.yarn_beta_slow", v)?;
+                }
+            }
+            ("su" | "longrope", _) => ctx.put_arch("rope.scaling.type", "longrope")?,
+            _ => {}
+        }
+    }
+    if let Some(Json::Array(sections)) = rp.get("mrope_section") {
+        let mut v: Vec<i32> = sections
+            .iter()
+            .map(|s| s.as_i64().and_then(|n| i32::try_from(n).ok()).unwrap_or(0))
+            .collect();
+        v.resize(v.len().max(4), 0);
+        v.truncate(4);
+        ctx.put_arch("rope.dimension_sections", Value::Array(Array::I32(v)))?;
+    }
+    if let Some(t) = params.get("rope_theta").filter(|t| !t.is_null()) {
+        ctx.put_arch("rope.freq_base", json_f32("rope_theta", t)?)?;
+    }
+    if let Some(t) = rp
+        .get("sliding_attention")
+        .and_then(|s| s.get("rope_theta"))
+        .filter(|t| !t.is_null())
+    {
+        ctx.put_arch("rope.freq_base_swa", json_f32("rope_theta", t)?)?;
     }
     if let Some((name, v)) = c.find(&["rms_norm_eps", "norm_eps"]) {
         ctx.put_arch("attention.layer_norm_rms_epsilon", json_f32(name, v)?)?;
@@ -254,6 +407,32 @@ pub fn text_parameters(ctx: &mut Ctx<'_>) -> Result<()> {
         "top_k_experts",
     ]) {
         ctx.put_arch("expert_used_count", json_u32(name, v)?)?;
+    }
+    if let Some(v) = c.get("n_group") {
+        ctx.put_arch("expert_group_count", json_u32("n_group", v)?)?;
+    }
+    if let Some(v) = c.get("topk_group") {
+        ctx.put_arch("expert_group_used_count", json_u32("topk_group", v)?)?;
+    }
+    if let Some((name, v)) = c.find(&[
+        "score_function",
+        "scoring_func",
+        "score_func",
+        "moe_router_activation",
+        "moe_router_activation_func",
+        "expert_selection_fn",
+    ]) {
+        let f = match v.as_str() {
+            Some("softmax") => 1u32,
+            Some("sigmoid") => 2,
+            Some("sqrtsoftplus") => 4,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "config.json: unsupported expert gating function `{name}` = {v}"
+                )));
+            }
+        };
+        ctx.put_arch("expert_gating_func", f)?;
     }
     if let Some(v) = c.get("head_dim") {
         ctx.put_arch("attention.key_length", json_u32("head_dim", v)?)?;

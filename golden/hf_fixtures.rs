@@ -1,0 +1,302 @@
+//! Small Hugging Face model folders with random weights and real tokenizers, rebuilt
+//! exactly from a seed and llama.cpp's vocabulary files (`models/ggml-vocab-*.gguf` of the
+//! llama.cpp the converter comes from; `scripts/fetch-models` extracts them). Their
+//! conversions by llama.cpp's `convert_hf_to_gguf.py` are recorded in
+//! `tests/hf/fixtures.json`; `tests/hf_convert.rs` checks quantforge against them and
+//! `scripts/check-hf-convert` re-checks the converter live.
+#![allow(dead_code)] // the test and the generator each use their part
+
+use quantforge::formats::gguf::{Array, GgufFile, Value};
+use serde_json::{Map, Value as Json, json};
+use std::path::Path;
+
+/// Writes one fixture into a folder, reading vocabularies from the first path.
+pub type Builder = fn(&Path, &Path);
+
+/// Every fixture: (folder name, builder).
+pub const FIXTURES: &[(&str, Builder)] = &[("llama-bpe-tiny", llama_bpe)];
+
+/// Writes every fixture under `out`, reading vocabularies from `vocabs`.
+pub fn write_all(vocabs: &Path, out: &Path) {
+    for (name, build) in FIXTURES {
+        let dir = out.join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        build(vocabs, &dir);
+    }
+}
+
+/// splitmix64: the same numbers on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Roughly normal, from the sum of four uniforms.
+    fn normal(&mut self, scale: f32) -> f32 {
+        let s: f32 = (0..4)
+            .map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32)
+            .sum();
+        (s - 2.0) * scale * 1.7
+    }
+}
+
+fn bf16(x: f32) -> [u8; 2] {
+    let b = x.to_bits();
+    let r = (b + 0x7fff + ((b >> 16) & 1)) >> 16;
+    (r as u16).to_le_bytes()
+}
+
+/// A tensor of a safetensors file: name, shape, bf16 values.
+struct St {
+    name: String,
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+fn random_bf16(rng: &mut Rng, name: &str, shape: &[usize], scale: f32, offset: f32) -> St {
+    let n: usize = shape.iter().product();
+    let mut data = Vec::with_capacity(n * 2);
+    for _ in 0..n {
+        data.extend_from_slice(&bf16(offset + rng.normal(scale)));
+    }
+    St {
+        name: name.to_string(),
+        shape: shape.to_vec(),
+        data,
+    }
+}
+
+/// Writes a safetensors file as Hugging Face's library does: keys sorted, data in order.
+fn write_safetensors(path: &Path, mut tensors: Vec<St>) {
+    tensors.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut header = Map::new();
+    header.insert("__metadata__".into(), json!({"format": "pt"}));
+    let mut at = 0usize;
+    for t in &tensors {
+        header.insert(
+            t.name.clone(),
+            json!({"dtype": "BF16", "shape": t.shape, "data_offsets": [at, at + t.data.len()]}),
+        );
+        at += t.data.len();
+    }
+    let mut h = serde_json::to_vec(&Json::Object(header)).unwrap();
+    while !h.len().is_multiple_of(8) {
+        h.push(b' ');
+    }
+    let mut out = Vec::with_capacity(8 + h.len() + at);
+    out.extend_from_slice(&(h.len() as u64).to_le_bytes());
+    out.extend_from_slice(&h);
+    for t in &tensors {
+        out.extend_from_slice(&t.data);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+fn write_json(path: &Path, v: &Json) {
+    std::fs::write(path, serde_json::to_string_pretty(v).unwrap() + "\n").unwrap();
+}
+
+/// Tokens, types and merges of a llama.cpp vocabulary file.
+fn read_vocab(path: &Path) -> (Vec<String>, Vec<i32>, Vec<String>) {
+    let f = GgufFile::open(path).unwrap();
+    let md = f.metadata();
+    let strings = |key: &str| -> Vec<String> {
+        match md.get(key) {
+            Some(Value::Array(Array::String(a))) => a
+                .iter()
+                .map(|s| String::from_utf8(s.to_vec()).unwrap())
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let types = match md.get("tokenizer.ggml.token_type") {
+        Some(Value::Array(Array::I32(t))) => t.clone(),
+        _ => panic!("{}: no token types", path.display()),
+    };
+    (
+        strings("tokenizer.ggml.tokens"),
+        types,
+        strings("tokenizer.ggml.merges"),
+    )
+}
+
+/// Llama 3's pre-tokenizer split.
+const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// A Llama-3-style model: byte-level BPE `tokenizer.json` rebuilt from
+/// `ggml-vocab-llama-bpe.gguf`, bf16 weights, grouped-query attention.
+fn llama_bpe(vocabs: &Path, dir: &Path) {
+    let (tokens, types, merges) = read_vocab(&vocabs.join("ggml-vocab-llama-bpe.gguf"));
+    let mut vocab = Map::new();
+    let mut added = Vec::new();
+    for (i, (t, ty)) in tokens.iter().zip(&types).enumerate() {
+        if *ty == 3 {
+            added.push(
+                json!({"id": i, "content": t, "single_word": false, "lstrip": false,
+                "rstrip": false, "normalized": false, "special": true}),
+            );
+        } else {
+            vocab.insert(t.clone(), json!(i));
+        }
+    }
+    let bos = "<|begin_of_text|>";
+    let tokenizer = json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": LLAMA3_SPLIT}, "behavior": "Isolated", "invert": false},
+            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}
+        ]},
+        "post_processor": {"type": "Sequence", "processors": [
+            {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
+            {"type": "TemplateProcessing",
+             "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+             "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                      {"SpecialToken": {"id": bos, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+             "special_tokens": {bos: {"id": bos, "ids": [128000], "tokens": [bos]}}}
+        ]},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+                  "ignore_merges": true, "vocab": vocab, "merges": merges}
+    });
+    write_json(&dir.join("tokenizer.json"), &tokenizer);
+    write_json(
+        &dir.join("tokenizer_config.json"),
+        &json!({
+            "bos_token": bos,
+            "eos_token": "<|eot_id|>",
+            "clean_up_tokenization_spaces": true,
+            "model_max_length": 131072,
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "chat_template": "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] }}<|eot_id|>{% endfor %}"
+        }),
+    );
+    write_json(
+        &dir.join("generation_config.json"),
+        &json!({"bos_token_id": 128000, "eos_token_id": [128001, 128009], "do_sample": true,
+                "temperature": 0.6, "top_p": 0.9, "transformers_version": "4.57.6"}),
+    );
+    let (embd, ff, layers, heads, kv, vocab_n) =
+        (64usize, 160usize, 2usize, 4usize, 2usize, tokens.len());
+    let head_dim = embd / heads;
+    write_json(
+        &dir.join("config.json"),
+        &json!({
+            "architectures": ["LlamaForCausalLM"],
+            "attention_bias": false,
+            "attention_dropout": 0.0,
+            "bos_token_id": 128000,
+            "eos_token_id": 128009,
+            "head_dim": head_dim,
+            "hidden_act": "silu",
+            "hidden_size": embd,
+            "initializer_range": 0.02,
+            "intermediate_size": ff,
+            "max_position_embeddings": 2048,
+            "mlp_bias": false,
+            "model_type": "llama",
+            "num_attention_heads": heads,
+            "num_hidden_layers": layers,
+            "num_key_value_heads": kv,
+            "pretraining_tp": 1,
+            "rms_norm_eps": 1e-5,
+            "rope_scaling": null,
+            "rope_theta": 500000.0,
+            "tie_word_embeddings": false,
+            "torch_dtype": "bfloat16",
+            "transformers_version": "4.57.6",
+            "use_cache": true,
+            "vocab_size": vocab_n
+        }),
+    );
+    let mut rng = Rng(0x51_6c_6c_61_6d_61);
+    let mut t = vec![
+        random_bf16(
+            &mut rng,
+            "model.embed_tokens.weight",
+            &[vocab_n, embd],
+            0.02,
+            0.0,
+        ),
+        random_bf16(&mut rng, "lm_head.weight", &[vocab_n, embd], 0.02, 0.0),
+        random_bf16(&mut rng, "model.norm.weight", &[embd], 0.05, 1.0),
+    ];
+    for l in 0..layers {
+        let p = format!("model.layers.{l}");
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.q_proj.weight"),
+            &[heads * head_dim, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.k_proj.weight"),
+            &[kv * head_dim, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.v_proj.weight"),
+            &[kv * head_dim, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.o_proj.weight"),
+            &[embd, heads * head_dim],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.mlp.gate_proj.weight"),
+            &[ff, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.mlp.up_proj.weight"),
+            &[ff, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.mlp.down_proj.weight"),
+            &[embd, ff],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.input_layernorm.weight"),
+            &[embd],
+            0.05,
+            1.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.post_attention_layernorm.weight"),
+            &[embd],
+            0.05,
+            1.0,
+        ));
+    }
+    write_safetensors(&dir.join("model.safetensors"), t);
+}

@@ -1,0 +1,146 @@
+//! `LlamaModel` (Llama, Mistral and their finetunes): Q and K rows permuted back to
+//! ggml's rotary layout, the vocabulary from `tokenizer.json` (Llama 3 / SmolLM style
+//! byte-level BPE).
+
+use super::{Arch, ArchTable, Modified, text_filter, text_parameters};
+use crate::error::{Error, Result, bail};
+use crate::hf::tokenizer::HfTokenizer;
+use crate::hf::tokenizer::special::{SpecialVocab, read_object};
+use crate::hf::{Ctx, json_u32};
+use quantforge_formats::gguf::{Array, StringArray, Value};
+use serde_json::Value as Json;
+
+/// The converter's `LlamaModel` class, for the Hugging Face architecture it was picked by.
+pub struct Llama {
+    /// `LlamaModel` checkpoints name their tensors without the `model.` prefix.
+    pub bare_names: bool,
+}
+
+impl Arch for Llama {
+    fn table(&self) -> &'static ArchTable {
+        &crate::hf::tables::LLAMA
+    }
+
+    fn filter(&self, name: &str) -> Option<String> {
+        text_filter(&name.replace("text_model.", ""))
+    }
+
+    fn modify(&self, ctx: &Ctx<'_>, name: &str) -> Result<Modified> {
+        let count = |keys: &[&str]| -> Result<usize> {
+            let (k, v) = ctx
+                .config
+                .find(keys)
+                .ok_or_else(|| Error::invalid(format!("config.json: none of {keys:?}")))?;
+            Ok(json_u32(k, v)? as usize)
+        };
+        let n_head = count(&["n_heads", "num_attention_heads"])?;
+        let n_kv = count(&["n_kv_heads", "num_key_value_heads"])?;
+        let name = if self.bare_names {
+            format!("model.{name}")
+        } else {
+            name.to_string()
+        };
+        if name.contains("block_sparse_moe.experts") {
+            bail!("tensor `{name}`: Mixtral-style expert tensors are not supported yet");
+        }
+        let permute = if name.ends_with("q_proj.weight") || name.ends_with("q_proj.bias") {
+            Some(n_head)
+        } else if name.ends_with("k_proj.weight") || name.ends_with("k_proj.bias") {
+            Some(if n_kv != n_head { n_kv } else { n_head })
+        } else {
+            None
+        };
+        Ok(Modified {
+            name: ctx.tensor_map.map(&name)?,
+            permute,
+        })
+    }
+
+    fn parameters(&self, ctx: &mut Ctx<'_>) -> Result<()> {
+        text_parameters(ctx)?;
+        let c = ctx.config;
+        let vocab = c
+            .get("vocab_size")
+            .ok_or_else(|| Error::invalid("config.json: no vocab_size"))?;
+        let vocab = json_u32("vocab_size", vocab)?;
+        let rope_dim = match c.get("head_dim") {
+            Some(v) => json_u32("head_dim", v)?,
+            None => {
+                let h = json_u32("hidden_size", c.get("hidden_size").unwrap_or(&Json::Null))?;
+                let n = json_u32(
+                    "num_attention_heads",
+                    c.get("num_attention_heads").unwrap_or(&Json::Null),
+                )?;
+                if n == 0 {
+                    bail!("config.json: num_attention_heads is 0");
+                }
+                h / n
+            }
+        };
+        ctx.put_arch("vocab_size", vocab)?;
+        ctx.put_arch("rope.dimension_count", rope_dim)?;
+        Ok(())
+    }
+
+    fn vocab(&self, ctx: &mut Ctx<'_>) -> Result<()> {
+        if let Some(cfg) = read_object(&ctx.dir.join("tokenizer_config.json"))?
+            && let Some(Json::Bool(p)) = cfg.get("add_prefix_space")
+        {
+            ctx.put("tokenizer.ggml.add_space_prefix", *p)?;
+        }
+        if ctx.dir.join("tokenizer.model").is_file() {
+            bail!(
+                "{}: SentencePiece vocabularies are not supported yet",
+                ctx.dir.join("tokenizer.model").display()
+            );
+        }
+        if let Some(tj) = read_object(&ctx.dir.join("tokenizer.json"))? {
+            let model = tj.get("model").cloned().unwrap_or(Json::Null);
+            let is_bpe = model.get("type").and_then(Json::as_str) == Some("BPE");
+            let flag = |k: &str, d: bool| model.get(k).and_then(Json::as_bool).unwrap_or(d);
+            let llama3 = is_bpe && flag("ignore_merges", false) && !flag("byte_fallback", true);
+            let hf_spm = is_bpe
+                && flag("byte_fallback", false)
+                && tj
+                    .get("decoder")
+                    .and_then(|d| d.get("type"))
+                    .and_then(Json::as_str)
+                    == Some("Sequence");
+            if !llama3 && hf_spm {
+                bail!(
+                    "{}: Llama 2 style byte-fallback vocabularies are not supported yet",
+                    ctx.dir.join("tokenizer.json").display()
+                );
+            }
+        }
+        gpt2_vocab(ctx)?;
+        let vocab_size = ctx.config.get("vocab_size").and_then(Json::as_u64);
+        if vocab_size == Some(32016) {
+            bail!("CodeLlama infill tokens are not supported yet");
+        }
+        if vocab_size == Some(49152) {
+            ctx.put("tokenizer.ggml.add_bos_token", false)?;
+        }
+        Ok(())
+    }
+}
+
+/// `_set_vocab_gpt2`: a byte-level BPE vocabulary with its merges.
+pub(crate) fn gpt2_vocab(ctx: &mut Ctx<'_>) -> Result<()> {
+    let tok = HfTokenizer::load(ctx.dir)?;
+    let vocab_size = match ctx.config.get("vocab_size") {
+        Some(v) => json_u32("vocab_size", v)? as usize,
+        None => tok.vocab_len(),
+    };
+    let (tokens, types) = tok.vocab_base(vocab_size)?;
+    let pre = super::bert::pre_name(ctx, &tok)?;
+    let mut list = StringArray::with_capacity(tokens.len(), 0);
+    for t in &tokens {
+        list.push(t);
+    }
+    ctx.put("tokenizer.ggml.model", "gpt2")?;
+    ctx.put("tokenizer.ggml.pre", pre)?;
+    ctx.put("tokenizer.ggml.tokens", Value::Array(Array::String(list)))?;
+    ctx.put("tokenizer.ggml.token_type", Value::Array(Array::I32(types)))?;
+    SpecialVocab::load(ctx.dir, true, None)?.write(&mut ctx.metadata)
+}

@@ -14,7 +14,11 @@ use std::path::Path;
 pub type Builder = fn(&Path, &Path);
 
 /// Every fixture: (folder name, builder).
-pub const FIXTURES: &[(&str, Builder)] = &[("llama-bpe-tiny", llama_bpe)];
+pub const FIXTURES: &[(&str, Builder)] = &[
+    ("llama-bpe-tiny", llama_bpe),
+    ("qwen2-tiny", qwen2),
+    ("qwen3-tiny", qwen3),
+];
 
 /// Writes every fixture under `out`, reading vocabularies from `vocabs`.
 pub fn write_all(vocabs: &Path, out: &Path) {
@@ -261,6 +265,321 @@ fn llama_bpe(vocabs: &Path, dir: &Path) {
             &[embd, heads * head_dim],
             0.05,
             0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.mlp.gate_proj.weight"),
+            &[ff, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.mlp.up_proj.weight"),
+            &[ff, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.mlp.down_proj.weight"),
+            &[embd, ff],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.input_layernorm.weight"),
+            &[embd],
+            0.05,
+            1.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.post_attention_layernorm.weight"),
+            &[embd],
+            0.05,
+            1.0,
+        ));
+    }
+    write_safetensors(&dir.join("model.safetensors"), t);
+}
+
+/// Qwen2's pre-tokenizer split.
+const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// A Qwen2-style `tokenizer.json` and `tokenizer_config.json` from `ggml-vocab-qwen2.gguf`:
+/// NFC, byte-level BPE, no BOS; returns the number of tokens it defines.
+fn qwen_tokenizer(vocabs: &Path, dir: &Path) -> usize {
+    let (tokens, types, merges) = read_vocab(&vocabs.join("ggml-vocab-qwen2.gguf"));
+    let mut vocab = Map::new();
+    let mut added = Vec::new();
+    let mut n = 0;
+    for (i, (t, ty)) in tokens.iter().zip(&types).enumerate() {
+        match ty {
+            1 => vocab.insert(t.clone(), json!(i)).map_or((), |_| ()),
+            3 => added.push(
+                json!({"id": i, "content": t, "single_word": false, "lstrip": false,
+                "rstrip": false, "normalized": false, "special": true}),
+            ),
+            _ => continue,
+        }
+        n = i + 1;
+    }
+    let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false});
+    let tokenizer = json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": QWEN2_SPLIT}, "behavior": "Isolated", "invert": false},
+            byte_level
+        ]},
+        "post_processor": byte_level,
+        "decoder": byte_level,
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "",
+                  "end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false,
+                  "ignore_merges": false, "vocab": vocab, "merges": merges}
+    });
+    write_json(&dir.join("tokenizer.json"), &tokenizer);
+    write_json(
+        &dir.join("tokenizer_config.json"),
+        &json!({
+            "add_prefix_space": false,
+            "bos_token": null,
+            "eos_token": "<|im_end|>",
+            "pad_token": "<|endoftext|>",
+            "errors": "replace",
+            "model_max_length": 32768,
+            "split_special_tokens": false,
+            "tokenizer_class": "Qwen2Tokenizer",
+            "unk_token": null,
+            "chat_template": "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        }),
+    );
+    n
+}
+
+/// A Qwen2-style model: attention biases, bf16 weights, an untied output.
+fn qwen2(vocabs: &Path, dir: &Path) {
+    qwen_tokenizer(vocabs, dir);
+    let (embd, ff, layers, heads, kv, vocab_n) =
+        (64usize, 128usize, 2usize, 4usize, 2usize, 151936usize);
+    let head_dim = embd / heads;
+    write_json(
+        &dir.join("config.json"),
+        &json!({
+            "architectures": ["Qwen2ForCausalLM"],
+            "attention_dropout": 0.0,
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+            "hidden_act": "silu",
+            "hidden_size": embd,
+            "initializer_range": 0.02,
+            "intermediate_size": ff,
+            "max_position_embeddings": 32768,
+            "max_window_layers": 21,
+            "model_type": "qwen2",
+            "num_attention_heads": heads,
+            "num_hidden_layers": layers,
+            "num_key_value_heads": kv,
+            "rms_norm_eps": 1e-6,
+            "rope_scaling": null,
+            "rope_theta": 1000000.0,
+            "sliding_window": 32768,
+            "tie_word_embeddings": false,
+            "torch_dtype": "bfloat16",
+            "transformers_version": "4.57.6",
+            "use_cache": true,
+            "use_sliding_window": false,
+            "vocab_size": vocab_n
+        }),
+    );
+    write_json(
+        &dir.join("generation_config.json"),
+        &json!({"bos_token_id": 151643, "do_sample": true, "eos_token_id": [151645, 151643],
+                "pad_token_id": 151643, "repetition_penalty": 1.05, "temperature": 0.7,
+                "top_k": 20, "top_p": 0.8, "transformers_version": "4.57.6"}),
+    );
+    let mut rng = Rng(0x0071_7765_6e32);
+    let mut t = vec![
+        random_bf16(
+            &mut rng,
+            "model.embed_tokens.weight",
+            &[vocab_n, embd],
+            0.02,
+            0.0,
+        ),
+        random_bf16(&mut rng, "lm_head.weight", &[vocab_n, embd], 0.02, 0.0),
+        random_bf16(&mut rng, "model.norm.weight", &[embd], 0.05, 1.0),
+    ];
+    for l in 0..layers {
+        let p = format!("model.layers.{l}");
+        for (name, rows) in [
+            ("q", heads * head_dim),
+            ("k", kv * head_dim),
+            ("v", kv * head_dim),
+        ] {
+            t.push(random_bf16(
+                &mut rng,
+                &format!("{p}.self_attn.{name}_proj.weight"),
+                &[rows, embd],
+                0.05,
+                0.0,
+            ));
+            t.push(random_bf16(
+                &mut rng,
+                &format!("{p}.self_attn.{name}_proj.bias"),
+                &[rows],
+                0.05,
+                0.0,
+            ));
+        }
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.o_proj.weight"),
+            &[embd, heads * head_dim],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.mlp.gate_proj.weight"),
+            &[ff, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.mlp.up_proj.weight"),
+            &[ff, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.mlp.down_proj.weight"),
+            &[embd, ff],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.input_layernorm.weight"),
+            &[embd],
+            0.05,
+            1.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.post_attention_layernorm.weight"),
+            &[embd],
+            0.05,
+            1.0,
+        ));
+    }
+    write_safetensors(&dir.join("model.safetensors"), t);
+}
+
+/// A Qwen3-style model: Q/K norms, an explicit head size, tied embeddings.
+fn qwen3(vocabs: &Path, dir: &Path) {
+    qwen_tokenizer(vocabs, dir);
+    let (embd, ff, layers, heads, kv, head_dim, vocab_n) = (
+        64usize,
+        192usize,
+        2usize,
+        4usize,
+        2usize,
+        32usize,
+        151936usize,
+    );
+    write_json(
+        &dir.join("config.json"),
+        &json!({
+            "architectures": ["Qwen3ForCausalLM"],
+            "attention_bias": false,
+            "attention_dropout": 0.0,
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+            "head_dim": head_dim,
+            "hidden_act": "silu",
+            "hidden_size": embd,
+            "initializer_range": 0.02,
+            "intermediate_size": ff,
+            "max_position_embeddings": 40960,
+            "max_window_layers": 28,
+            "model_type": "qwen3",
+            "num_attention_heads": heads,
+            "num_hidden_layers": layers,
+            "num_key_value_heads": kv,
+            "rms_norm_eps": 1e-6,
+            "rope_scaling": null,
+            "rope_theta": 1000000,
+            "sliding_window": null,
+            "tie_word_embeddings": true,
+            "torch_dtype": "bfloat16",
+            "transformers_version": "4.57.6",
+            "use_cache": true,
+            "use_sliding_window": false,
+            "vocab_size": vocab_n
+        }),
+    );
+    let mut rng = Rng(0x0071_7765_6e33);
+    let mut t = vec![
+        random_bf16(
+            &mut rng,
+            "model.embed_tokens.weight",
+            &[vocab_n, embd],
+            0.02,
+            0.0,
+        ),
+        random_bf16(&mut rng, "model.norm.weight", &[embd], 0.05, 1.0),
+    ];
+    for l in 0..layers {
+        let p = format!("model.layers.{l}");
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.q_proj.weight"),
+            &[heads * head_dim, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.k_proj.weight"),
+            &[kv * head_dim, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.v_proj.weight"),
+            &[kv * head_dim, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.o_proj.weight"),
+            &[embd, heads * head_dim],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.q_norm.weight"),
+            &[head_dim],
+            0.05,
+            1.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.k_norm.weight"),
+            &[head_dim],
+            0.05,
+            1.0,
         ));
         t.push(random_bf16(
             &mut rng,

@@ -59,6 +59,25 @@ fn mistral_defaults() -> Json {
     })
 }
 
+/// Defaults of `Qwen2Config` and `Qwen3Config` (whose head size defaults to 128;
+/// Qwen2's config has no head size at all).
+fn qwen_defaults(v3: bool) -> Json {
+    let mut d = json!({
+        "vocab_size": 151936,
+        "hidden_size": 4096,
+        "intermediate_size": 22016,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+    });
+    if v3 {
+        d["head_dim"] = json!(128);
+    }
+    d
+}
+
 impl Config {
     /// Reads `DIR/config.json`; an error names the file when it is missing or not a JSON
     /// object.
@@ -89,6 +108,8 @@ impl Config {
             | "BertForSequenceClassification" => bert_defaults(),
             "LLaMAForCausalLM" | "LlamaForCausalLM" | "LlamaModel" => llama_defaults(),
             "MistralForCausalLM" => mistral_defaults(),
+            "Qwen2ForCausalLM" | "Qwen2Model" => qwen_defaults(false),
+            "Qwen3ForCausalLM" | "Qwen3Model" => qwen_defaults(true),
             _ => json!({}),
         };
         if let Json::Object(d) = defaults {
@@ -97,6 +118,13 @@ impl Config {
                 // keeps an explicit None).
                 self.map.entry(k).or_insert(v);
             }
+        }
+        // Qwen2Config and Qwen3Config take the head count for a missing KV head count.
+        if architecture.starts_with("Qwen")
+            && self.get("num_key_value_heads").is_none()
+            && let Some(h) = self.map.get("num_attention_heads").cloned()
+        {
+            self.map.insert("num_key_value_heads".into(), h);
         }
         // LlamaConfig and MistralConfig derive these when the file leaves them out.
         if matches!(

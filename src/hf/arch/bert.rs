@@ -3,7 +3,7 @@
 
 use super::{Arch, ArchTable, Modified, text_filter, text_parameters};
 use crate::error::{Error, Result};
-use crate::hf::tokenizer::special::{SpecialVocab, read_object};
+use crate::hf::tokenizer::special::SpecialVocab;
 use crate::hf::tokenizer::{HfTokenizer, token_type};
 use crate::hf::{Ctx, json_u32};
 use quantforge_formats::gguf::{Array, StringArray, Value};
@@ -48,7 +48,7 @@ impl Arch for Bert {
     fn parameters(&self, ctx: &mut Ctx<'_>) -> Result<()> {
         text_parameters(ctx)?;
         ctx.put_arch("attention.causal", false)?;
-        pooling(ctx)?;
+        super::pooling(ctx)?;
         if let Some(labels) = labels(ctx) {
             let mut a = StringArray::new();
             for l in labels {
@@ -129,64 +129,4 @@ fn labels(ctx: &Ctx<'_>) -> Option<Vec<String>> {
         .collect();
     items.sort();
     Some(items.into_iter().map(|(_, v)| v).collect())
-}
-
-/// `_try_set_pooling_type`: the pooling of sentence-transformers' `modules.json`.
-fn pooling(ctx: &mut Ctx<'_>) -> Result<()> {
-    let modules = ctx.dir.join("modules.json");
-    let mut path = None;
-    if modules.is_file() {
-        let text = std::fs::read_to_string(&modules)
-            .map_err(|e| Error::invalid(format!("{}: {e}", modules.display())))?;
-        let list: Json = serde_json::from_str(&text)
-            .map_err(|e| Error::invalid(format!("{}: not valid JSON: {e}", modules.display())))?;
-        for m in list.as_array().into_iter().flatten() {
-            if m.get("type")
-                .and_then(Json::as_str)
-                .is_some_and(|t| t.ends_with("Pooling"))
-            {
-                path = m.get("path").and_then(Json::as_str).map(str::to_string);
-                break;
-            }
-        }
-    }
-    let mode = |m: &str| match m {
-        "mean" => Some(1u32),
-        "cls" => Some(2),
-        "lasttoken" => Some(3),
-        _ => None,
-    };
-    if let Some(p) = path {
-        let file = ctx.dir.join(&p).join("config.json");
-        let cfg = read_object(&file)?
-            .ok_or_else(|| Error::invalid(format!("{}: missing", file.display())))?;
-        let on = |k: &str| cfg.get(k).is_some_and(|v| v.as_bool() == Some(true));
-        let ty = if on("pooling_mode_mean_tokens") {
-            1
-        } else if on("pooling_mode_cls_token") {
-            2
-        } else if on("pooling_mode_lasttoken") {
-            3
-        } else if let Some(t) = cfg
-            .get("pooling_mode")
-            .and_then(Json::as_str)
-            .and_then(mode)
-        {
-            t
-        } else {
-            return Err(Error::invalid(format!(
-                "{}: only mean, CLS and last-token pooling are supported",
-                file.display()
-            )));
-        };
-        ctx.put_arch("pooling_type", ty)?;
-    }
-    if let Some(cp) = ctx.config.get("classifier_pooling") {
-        let t = cp
-            .as_str()
-            .and_then(|m| mode(m).filter(|_| m != "lasttoken"));
-        let t = t.ok_or_else(|| Error::invalid(format!("unsupported classifier_pooling {cp}")))?;
-        ctx.put_arch("classifier.pooling_type", t)?;
-    }
-    Ok(())
 }

@@ -9,9 +9,11 @@
 
 mod bert;
 mod llama;
+mod qwen;
 
 use super::Ctx;
 use super::config::Config;
+use super::tokenizer::special::read_object;
 use crate::error::{Error, Result};
 use quantforge_formats::gguf::{Array, Value};
 use serde_json::{Map, Value as Json, json};
@@ -199,6 +201,34 @@ pub static REGISTRY: &[(&str, &dyn Arch)] = &[
     ("LlamaForCausalLM", &llama::Llama { bare_names: false }),
     ("MistralForCausalLM", &llama::Llama { bare_names: false }),
     ("LlamaModel", &llama::Llama { bare_names: true }),
+    (
+        "Qwen2ForCausalLM",
+        &qwen::Qwen {
+            v3: false,
+            bare_names: false,
+        },
+    ),
+    (
+        "Qwen2Model",
+        &qwen::Qwen {
+            v3: false,
+            bare_names: true,
+        },
+    ),
+    (
+        "Qwen3ForCausalLM",
+        &qwen::Qwen {
+            v3: true,
+            bare_names: false,
+        },
+    ),
+    (
+        "Qwen3Model",
+        &qwen::Qwen {
+            v3: true,
+            bare_names: true,
+        },
+    ),
 ];
 
 /// The converter class of Hugging Face architecture `name`, or an error listing those
@@ -439,5 +469,65 @@ pub fn text_parameters(ctx: &mut Ctx<'_>) -> Result<()> {
         ctx.put_arch("attention.value_length", json_u32("head_dim", v)?)?;
     }
     ctx.put("general.file_type", ctx.outtype.file_type())?;
+    Ok(())
+}
+
+/// `_try_set_pooling_type`: the pooling of sentence-transformers' `modules.json`.
+pub fn pooling(ctx: &mut Ctx<'_>) -> Result<()> {
+    let modules = ctx.dir.join("modules.json");
+    let mut path = None;
+    if modules.is_file() {
+        let text = std::fs::read_to_string(&modules)
+            .map_err(|e| Error::invalid(format!("{}: {e}", modules.display())))?;
+        let list: Json = serde_json::from_str(&text)
+            .map_err(|e| Error::invalid(format!("{}: not valid JSON: {e}", modules.display())))?;
+        for m in list.as_array().into_iter().flatten() {
+            if m.get("type")
+                .and_then(Json::as_str)
+                .is_some_and(|t| t.ends_with("Pooling"))
+            {
+                path = m.get("path").and_then(Json::as_str).map(str::to_string);
+                break;
+            }
+        }
+    }
+    let mode = |m: &str| match m {
+        "mean" => Some(1u32),
+        "cls" => Some(2),
+        "lasttoken" => Some(3),
+        _ => None,
+    };
+    if let Some(p) = path {
+        let file = ctx.dir.join(&p).join("config.json");
+        let cfg = read_object(&file)?
+            .ok_or_else(|| Error::invalid(format!("{}: missing", file.display())))?;
+        let on = |k: &str| cfg.get(k).is_some_and(|v| v.as_bool() == Some(true));
+        let ty = if on("pooling_mode_mean_tokens") {
+            1
+        } else if on("pooling_mode_cls_token") {
+            2
+        } else if on("pooling_mode_lasttoken") {
+            3
+        } else if let Some(t) = cfg
+            .get("pooling_mode")
+            .and_then(Json::as_str)
+            .and_then(mode)
+        {
+            t
+        } else {
+            return Err(Error::invalid(format!(
+                "{}: only mean, CLS and last-token pooling are supported",
+                file.display()
+            )));
+        };
+        ctx.put_arch("pooling_type", ty)?;
+    }
+    if let Some(cp) = ctx.config.get("classifier_pooling") {
+        let t = cp
+            .as_str()
+            .and_then(|m| mode(m).filter(|_| m != "lasttoken"));
+        let t = t.ok_or_else(|| Error::invalid(format!("unsupported classifier_pooling {cp}")))?;
+        ctx.put_arch("classifier.pooling_type", t)?;
+    }
     Ok(())
 }

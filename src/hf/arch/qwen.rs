@@ -1,0 +1,92 @@
+//! `Qwen2Model` and `Qwen3Model`: llama-like blocks without the rotary permutation, a
+//! byte-level BPE vocabulary, sentence-transformers pooling when the folder has one.
+
+use super::{Arch, ArchTable, Modified, pooling, text_parameters};
+use crate::error::{Result, bail};
+use crate::hf::Ctx;
+use serde_json::Value as Json;
+
+/// The converter's `Qwen2Model` (`v3: false`) and `Qwen3Model` classes.
+pub struct Qwen {
+    /// Qwen3 (its own architecture name and tables).
+    pub v3: bool,
+    /// `Qwen2Model`/`Qwen3Model` checkpoints name their tensors without `model.`.
+    pub bare_names: bool,
+}
+
+impl Arch for Qwen {
+    fn table(&self) -> &'static ArchTable {
+        if self.v3 {
+            &crate::hf::tables::QWEN3
+        } else {
+            &crate::hf::tables::QWEN2
+        }
+    }
+
+    fn modify(&self, ctx: &Ctx<'_>, name: &str) -> Result<Modified> {
+        let name = if self.bare_names {
+            format!("model.{name}")
+        } else {
+            name.to_string()
+        };
+        Ok(Modified::name(ctx.tensor_map.map(&name)?))
+    }
+
+    fn parameters(&self, ctx: &mut Ctx<'_>) -> Result<()> {
+        if self.v3 && is_reranker(ctx)? {
+            bail!(
+                "{}: Qwen3 reranker models are not supported yet",
+                ctx.dir.display()
+            );
+        }
+        text_parameters(ctx)?;
+        pooling(ctx)
+    }
+
+    fn vocab(&self, ctx: &mut Ctx<'_>) -> Result<()> {
+        if ctx.dir.join("tokenizer.model").is_file() {
+            bail!(
+                "{}: SentencePiece vocabularies are not supported yet",
+                ctx.dir.join("tokenizer.model").display()
+            );
+        }
+        super::llama::gpt2_vocab(ctx)
+    }
+}
+
+/// `Qwen3Model._is_qwen3_reranker`: the README's title, the names, or a classification
+/// head say so.
+fn is_reranker(ctx: &Ctx<'_>) -> Result<bool> {
+    let readme = std::fs::read(ctx.dir.join("README.md"))
+        .map(|b| String::from_utf8_lossy(&b).to_lowercase())
+        .unwrap_or_default();
+    if readme.contains("# qwen3-reranker") || readme.contains("# qwen3-vl-reranker") {
+        return Ok(true);
+    }
+    let arch = ctx.config.architecture().unwrap_or_default();
+    let hints = [
+        ctx.dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        ctx.config
+            .get("_name_or_path")
+            .and_then(Json::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        ctx.config
+            .get("model_type")
+            .and_then(Json::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        arch.clone(),
+    ];
+    if hints
+        .iter()
+        .map(|h| h.to_lowercase())
+        .any(|h| h.contains("qwen3-reranker") || h.contains("qwen3-vl-reranker"))
+    {
+        return Ok(true);
+    }
+    Ok(arch.to_lowercase().contains("sequenceclassification"))
+}

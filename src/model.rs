@@ -245,9 +245,33 @@ enum Pages<'a> {
     Gguf(&'a GgufFile, u64),
     /// A safetensors file (it finds the data's offset itself).
     Safetensors(&'a SafeTensors<'static>),
+    /// Bytes in memory (a tensor widened while the model was opened): nothing to hint.
+    Memory,
 }
 
 impl<'a> Tensor<'a> {
+    /// A tensor of ggml type `ty` and row-major `shape` whose bytes are `data`: in the
+    /// mapped safetensors file `file`, or in memory when `file` is `None`. `offset` places
+    /// it in the order of the GGUF the model would be.
+    pub fn of_bytes(
+        name: &'a str,
+        ty: GgmlType,
+        shape: Vec<u64>,
+        data: &'a [u8],
+        file: Option<&'a SafeTensors<'static>>,
+        offset: u64,
+    ) -> Tensor<'a> {
+        Tensor {
+            name,
+            encoding: Encoding::Ggml(ty),
+            shape,
+            data,
+            pages: file.map_or(Pages::Memory, Pages::Safetensors),
+            part: 0,
+            offset,
+        }
+    }
+
     /// The name.
     pub fn name(&self) -> &'a str {
         self.name
@@ -374,6 +398,7 @@ impl<'a> Tensor<'a> {
             }
             (Pages::Safetensors(file), Hint::Prefetch) => file.prefetch(data)?,
             (Pages::Safetensors(file), Hint::Release) => file.release(data)?,
+            (Pages::Memory, _) => {}
         }
         Ok(())
     }

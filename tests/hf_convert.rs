@@ -248,3 +248,29 @@ fn a_nan_in_a_weight_being_quantized_is_named() {
         &["encoder.layer.2.attention.self.query.weight"],
     );
 }
+
+#[test]
+fn quantize_reads_a_folder_in_one_pass() {
+    let Some(fixtures) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("q.gguf");
+    let dir = fixtures.join("qwen3-tiny");
+    let r = quantforge(&[
+        "quantize".as_ref(),
+        dir.as_os_str(),
+        out.as_os_str(),
+        "Q4_K_M".as_ref(),
+        "--quiet".as_ref(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let r = quantforge(&["inspect".as_ref(), out.as_os_str()]);
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        text.contains("general.file_type") && text.contains("15"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tokenizer.ggml.pre") && text.contains("qwen2"),
+        "{text}"
+    );
+}

@@ -9,11 +9,12 @@ mod report;
 use super::file_kind::{self, FileKind};
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use quantforge::hf::HfModel;
 use quantforge::model::{Model, ModelSource};
 use quantforge::pipeline::imatrix::{Imatrix, ImatrixFormat, WeightFilter};
 use quantforge::pipeline::plan::{Options, Preset, TensorTypeRule, parse_leading_int, plan};
 use quantforge::pipeline::run::{self, Durability, OutputLayout, RunOptions};
-use quantforge_formats::gguf::{SplitLimits, Value};
+use quantforge_formats::gguf::{Metadata, SplitLimits, Value};
 use quantforge_formats::safetensors::ModelFolder;
 use quantforge_kernels::GgmlType;
 use report::{ProgressMode, Reporter, print_plan};
@@ -184,6 +185,30 @@ fn parse_ggml_type(s: &str) -> std::result::Result<GgmlType, String> {
     GgmlType::from_name(s).map_err(|e| e.to_string())
 }
 
+/// What a quantization reads: a GGUF or safetensors model, or a Hugging Face folder.
+enum Source {
+    /// A GGUF (or split set), or a safetensors file or folder holding a GGUF model.
+    Model(Model),
+    /// A Hugging Face folder, read as the converter's GGUF of it.
+    Hf(Box<HfModel>),
+}
+
+impl ModelSource for Source {
+    fn gguf_metadata(&self) -> quantforge::error::Result<std::borrow::Cow<'_, Metadata>> {
+        match self {
+            Source::Model(m) => m.gguf_metadata(),
+            Source::Hf(m) => m.gguf_metadata(),
+        }
+    }
+
+    fn tensors(&self) -> quantforge::error::Result<Vec<quantforge::model::Tensor<'_>>> {
+        match self {
+            Source::Model(m) => ModelSource::tensors(m),
+            Source::Hf(m) => m.tensors(),
+        }
+    }
+}
+
 pub fn run(mut args: QuantizeArgs) -> Result<()> {
     args.resolve_positionals()?;
     let preset = target_preset(&args)?;
@@ -232,12 +257,18 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     // safetensors gets its exact metadata back), straight from its files; its keys and
     // tensor list are checked in the order a conversion to GGUF checks them.
     let reading = || format!("reading {}", args.input.display());
-    let model = match file_kind::detect(&args.input)? {
-        FileKind::Safetensors => ModelFolder::open(&args.input)
-            .map_err(quantforge::error::Error::from)
-            .and_then(Model::from_folder)
-            .with_context(reading)?,
-        FileKind::Gguf => Model::open_gguf(&args.input)?,
+    // A Hugging Face folder is read as the GGUF llama.cpp's converter makes of it with the
+    // checkpoint's own float type, so the output is that of converter + quantizer.
+    let model = if quantforge::hf::is_hf_folder(&args.input) {
+        Source::Hf(Box::new(HfModel::open(&args.input)?))
+    } else {
+        Source::Model(match file_kind::detect(&args.input)? {
+            FileKind::Safetensors => ModelFolder::open(&args.input)
+                .map_err(quantforge::error::Error::from)
+                .and_then(Model::from_folder)
+                .with_context(reading)?,
+            FileKind::Gguf => Model::open_gguf(&args.input)?,
+        })
     };
     let metadata = model.gguf_metadata().with_context(reading)?;
     let specs = run::tensor_specs(&model).with_context(reading)?;

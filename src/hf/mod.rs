@@ -20,18 +20,20 @@
 pub mod arch;
 pub mod card;
 pub mod config;
+mod source;
 #[rustfmt::skip]
 mod tables;
 pub mod tokenizer;
 mod write;
 
+pub use source::HfModel;
 pub use write::{Written, write};
 
 use crate::error::{Context, Error, Result, bail, ensure};
 use arch::{Arch, TensorMap};
 use config::Config;
 use quantforge_formats::gguf::{Metadata, Value};
-use quantforge_formats::safetensors::{Dtype, ModelFolder, TensorView};
+use quantforge_formats::safetensors::{Dtype, ModelFolder, SafeTensors, TensorView};
 use quantforge_kernels::GgmlType;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -158,6 +160,8 @@ pub struct OutTensor<'a> {
     pub ty: GgmlType,
     /// The source tensor, read as f32 rows.
     pub source: TensorView<'a>,
+    /// The mapped file holding it.
+    pub file: &'a SafeTensors<'static>,
     /// Llama's rotary Q/K permutation with this many heads: the source's outermost axis
     /// read as `(heads, 2, n / heads / 2)` with its last two axes swapped.
     pub permute: Option<usize>,
@@ -257,7 +261,7 @@ impl HfFolder {
 
     /// The source tensors as the converter indexes them: shard by shard in name order,
     /// each shard's tensors in name order, after the architecture's filter.
-    fn sources(&self) -> Result<Vec<(String, TensorView<'_>)>> {
+    fn sources(&self) -> Result<Vec<Source<'_>>> {
         let mut shards: Vec<_> = self.weights.shards().collect();
         shards.sort_by(|a, b| a.0.cmp(b.0));
         let mut out = Vec::new();
@@ -274,7 +278,7 @@ impl HfFolder {
                     );
                 }
                 if let Some(name) = self.arch.filter(v.name()) {
-                    out.push((name, v));
+                    out.push((name, v, file));
                 }
             }
         }
@@ -303,7 +307,7 @@ impl HfFolder {
         ctx.put("general.architecture", table.name)?;
 
         let mut tensors = Vec::new();
-        for (name, view) in sources {
+        for (name, view, file) in sources {
             if [
                 ".attention.masked_bias",
                 ".attention.bias",
@@ -342,6 +346,7 @@ impl HfFolder {
                 ne,
                 ty,
                 source: view,
+                file,
                 permute: modified.permute,
             });
         }
@@ -403,14 +408,18 @@ impl HfFolder {
     }
 }
 
+/// A source tensor: the name it goes on with after the architecture's filter, its view,
+/// its file.
+type Source<'a> = (String, TensorView<'a>, &'a SafeTensors<'static>);
+
 /// Whether the converter can read dtype `d` (it widens everything it reads to f32).
 fn can_decode(d: Dtype) -> bool {
     matches!(d, Dtype::F32 | Dtype::F16 | Dtype::BF16)
 }
 
 /// `--outtype auto`: the first 2-D-or-more tensor stored as bf16 or f16 decides; f16 if none.
-fn guess_outtype(sources: &[(String, TensorView<'_>)]) -> OutType {
-    for (_, v) in sources {
+fn guess_outtype(sources: &[Source<'_>]) -> OutType {
+    for (_, v, _) in sources {
         if v.shape().len() < 2 {
             continue;
         }

@@ -193,6 +193,11 @@ impl ModelFolder {
     pub fn shard_of(&self, name: &str) -> Option<&str> {
         self.location.get(name).map(|&i| self.shards[i].0.as_str())
     }
+
+    /// The mapped file holding tensor `name`.
+    pub fn file_of(&self, name: &str) -> Option<&SafeTensors<'static>> {
+        self.location.get(name).map(|&i| &self.shards[i].1)
+    }
 }
 
 /// transformers' `_add_variant`: the variant goes before the last extension.

@@ -124,15 +124,21 @@ pub fn drawn_model() -> (u64, TinyLlama) {
 /// The real Gemma-3-270M Q4_K_M from the model cache, fetched by `scripts/fetch-models`
 /// if missing; `None` when `QF_SKIP_REAL_MODELS=1`.
 pub fn gemma_q4_k_m() -> Option<PathBuf> {
+    real_model("gemma3-270m-q4_k_m.gguf")
+}
+
+/// A file of the real-model cache (`$QF_MODEL_CACHE`), fetched by `scripts/fetch-models`
+/// if missing; `None` when `QF_SKIP_REAL_MODELS=1`.
+pub fn real_model(rel: &str) -> Option<PathBuf> {
     if std::env::var("QF_SKIP_REAL_MODELS").as_deref() == Ok("1") {
-        eprintln!("SKIPPED: real Gemma not used because QF_SKIP_REAL_MODELS=1");
+        eprintln!("SKIPPED: real model {rel} not used because QF_SKIP_REAL_MODELS=1");
         return None;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let cache = std::env::var_os("QF_MODEL_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join(".cache/models"));
-    let path = cache.join("gemma3-270m-q4_k_m.gguf");
+    let path = cache.join(rel);
     if !path.exists() {
         let status = std::process::Command::new(root.join("scripts/fetch-models"))
             .env("QF_MODEL_CACHE", &cache)

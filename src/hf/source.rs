@@ -1,0 +1,143 @@
+//! A Hugging Face folder as a quantization's source: the GGUF the converter writes with
+//! `--outtype` the checkpoint's own float type (bf16 stays bf16, f16 f16, f32 f32: nothing
+//! is rounded), read straight from the mapped safetensors files without being written.
+//! So `quantforge quantize DIR OUT TYPE` gives what `convert_hf_to_gguf.py` followed by
+//! `llama-quantize` gives, in one pass.
+
+use super::{ConvertOptions, HfFolder, OutType};
+use crate::error::{Result, bail};
+use crate::model::{ModelSource, Tensor};
+use quantforge_formats::gguf::Metadata;
+use quantforge_formats::safetensors::Dtype;
+use quantforge_kernels::GgmlType;
+use std::borrow::Cow;
+use std::path::Path;
+
+/// An open folder with the converter's keys and tensor list worked out once.
+pub struct HfModel {
+    folder: HfFolder,
+    metadata: Metadata,
+    recipes: Vec<Recipe>,
+}
+
+/// How one tensor of the intermediate GGUF is read.
+struct Recipe {
+    name: String,
+    ty: GgmlType,
+    shape: Vec<u64>,
+    /// The source tensor's name in its file.
+    source: String,
+    /// The bytes, when the converter widens the tensor (a bf16 norm kept in f32).
+    widened: Option<Vec<u8>>,
+}
+
+/// The ggml type with a safetensors float dtype's bytes.
+fn float_type(d: Dtype) -> Option<GgmlType> {
+    match d {
+        Dtype::F32 => Some(GgmlType::F32),
+        Dtype::F16 => Some(GgmlType::F16),
+        Dtype::BF16 => Some(GgmlType::BF16),
+        _ => None,
+    }
+}
+
+impl HfModel {
+    /// Opens `dir` and works out the converter's output for the checkpoint's own float
+    /// type.
+    pub fn open(dir: &Path) -> Result<HfModel> {
+        let folder = HfFolder::open(dir)?;
+        let (metadata, recipes) = {
+            let outtype = source_outtype(&folder)?;
+            let conv = folder.conversion(&ConvertOptions {
+                outtype,
+                ..ConvertOptions::default()
+            })?;
+            let mut recipes = Vec::with_capacity(conv.tensors.len());
+            for t in &conv.tensors {
+                if t.permute.is_some() {
+                    bail!(
+                        "{}: tensor `{}` is permuted by the converter (Llama's Q/K rotary \
+                         layout); quantizing such a folder in one pass is not supported yet: \
+                         convert it first",
+                        dir.display(),
+                        t.source.name()
+                    );
+                }
+                let src = float_type(t.source.dtype());
+                let widened = if src == Some(t.ty) {
+                    None
+                } else if t.ty == GgmlType::F32 && src.is_some() {
+                    let mut f = vec![0f32; t.source.elements()];
+                    t.source.decode_f32_into(&mut f)?;
+                    Some(bytemuck::cast_slice(&f).to_vec())
+                } else {
+                    bail!(
+                        "{}: tensor `{}` would be converted to {} by the converter",
+                        dir.display(),
+                        t.source.name(),
+                        t.ty.name()
+                    );
+                };
+                recipes.push(Recipe {
+                    name: t.name.clone(),
+                    ty: t.ty,
+                    shape: t.ne.iter().rev().copied().collect(),
+                    source: t.source.name().to_string(),
+                    widened,
+                });
+            }
+            (conv.metadata, recipes)
+        };
+        Ok(HfModel {
+            folder,
+            metadata,
+            recipes,
+        })
+    }
+}
+
+/// The checkpoint's own float type: that of its first tensor of two or more axes stored as
+/// bf16, f16 or f32.
+fn source_outtype(folder: &HfFolder) -> Result<OutType> {
+    for (_, v, _) in folder.sources()? {
+        if v.shape().len() < 2 {
+            continue;
+        }
+        match v.dtype() {
+            Dtype::BF16 => return Ok(OutType::Bf16),
+            Dtype::F16 => return Ok(OutType::F16),
+            Dtype::F32 => return Ok(OutType::F32),
+            _ => {}
+        }
+    }
+    Ok(OutType::F32)
+}
+
+impl ModelSource for HfModel {
+    fn gguf_metadata(&self) -> Result<Cow<'_, Metadata>> {
+        Ok(Cow::Borrowed(&self.metadata))
+    }
+
+    fn tensors(&self) -> Result<Vec<Tensor<'_>>> {
+        let mut offset = 0u64;
+        let mut out = Vec::with_capacity(self.recipes.len());
+        for r in &self.recipes {
+            let view = self.folder.weights.tensor(&r.source)?;
+            let file = self.folder.weights.file_of(&r.source);
+            let (data, file) = match &r.widened {
+                Some(bytes) => (bytes.as_slice(), None),
+                None => (view.data(), file),
+            };
+            out.push(Tensor::of_bytes(
+                &r.name,
+                r.ty,
+                r.shape.clone(),
+                data,
+                file,
+                offset,
+            ));
+            offset += data.len() as u64;
+        }
+        Ok(out)
+    }
+}

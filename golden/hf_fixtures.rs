@@ -18,6 +18,7 @@ pub const FIXTURES: &[(&str, Builder)] = &[
     ("llama-bpe-tiny", llama_bpe),
     ("qwen2-tiny", qwen2),
     ("qwen3-tiny", qwen3),
+    ("mistral-f16-tiny", mistral_f16),
 ];
 
 /// Writes every fixture under `out`, reading vocabularies from `vocabs`.
@@ -57,11 +58,26 @@ fn bf16(x: f32) -> [u8; 2] {
     (r as u16).to_le_bytes()
 }
 
-/// A tensor of a safetensors file: name, shape, bf16 values.
+/// A tensor of a safetensors file: name, dtype, shape, values.
 struct St {
     name: String,
+    dtype: &'static str,
     shape: Vec<usize>,
     data: Vec<u8>,
+}
+
+fn random_f16(rng: &mut Rng, name: &str, shape: &[usize], scale: f32, offset: f32) -> St {
+    let n: usize = shape.iter().product();
+    let mut data = Vec::with_capacity(n * 2);
+    for _ in 0..n {
+        data.extend_from_slice(&half::f16::from_f32(offset + rng.normal(scale)).to_le_bytes());
+    }
+    St {
+        name: name.to_string(),
+        dtype: "F16",
+        shape: shape.to_vec(),
+        data,
+    }
 }
 
 fn random_bf16(rng: &mut Rng, name: &str, shape: &[usize], scale: f32, offset: f32) -> St {
@@ -72,6 +88,7 @@ fn random_bf16(rng: &mut Rng, name: &str, shape: &[usize], scale: f32, offset: f
     }
     St {
         name: name.to_string(),
+        dtype: "BF16",
         shape: shape.to_vec(),
         data,
     }
@@ -86,7 +103,7 @@ fn write_safetensors(path: &Path, mut tensors: Vec<St>) {
     for t in &tensors {
         header.insert(
             t.name.clone(),
-            json!({"dtype": "BF16", "shape": t.shape, "data_offsets": [at, at + t.data.len()]}),
+            json!({"dtype": t.dtype, "shape": t.shape, "data_offsets": [at, at + t.data.len()]}),
         );
         at += t.data.len();
     }
@@ -610,6 +627,153 @@ fn qwen3(vocabs: &Path, dir: &Path) {
             1.0,
         ));
         t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.post_attention_layernorm.weight"),
+            &[embd],
+            0.05,
+            1.0,
+        ));
+    }
+    write_safetensors(&dir.join("model.safetensors"), t);
+}
+
+/// GPT-2's byte-level BPE `tokenizer.json` from `ggml-vocab-gpt-2.gguf`; returns its size.
+fn gpt2_tokenizer(vocabs: &Path, dir: &Path) -> usize {
+    let (tokens, types, merges) = read_vocab(&vocabs.join("ggml-vocab-gpt-2.gguf"));
+    let mut vocab = Map::new();
+    let mut added = Vec::new();
+    for (i, (t, ty)) in tokens.iter().zip(&types).enumerate() {
+        vocab.insert(t.clone(), json!(i));
+        if *ty == 3 || t == "<|endoftext|>" {
+            added.push(
+                json!({"id": i, "content": t, "single_word": false, "lstrip": false,
+                "rstrip": false, "normalized": true, "special": true}),
+            );
+        }
+    }
+    let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
+    write_json(
+        &dir.join("tokenizer.json"),
+        &json!({
+            "version": "1.0", "truncation": null, "padding": null, "added_tokens": added,
+            "normalizer": null, "pre_tokenizer": byte_level, "post_processor": byte_level,
+            "decoder": byte_level,
+            "model": {"type": "BPE", "dropout": null, "unk_token": null,
+                      "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": false,
+                      "byte_fallback": false, "ignore_merges": false, "vocab": vocab, "merges": merges}
+        }),
+    );
+    write_json(
+        &dir.join("tokenizer_config.json"),
+        &json!({"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>",
+                "add_prefix_space": false, "model_max_length": 1024, "tokenizer_class": "GPT2Tokenizer"}),
+    );
+    tokens.len()
+}
+
+/// A Mistral-style model in f16: heads of 80 rows (so a quantizer task of 204 rows is
+/// rounded to whole heads and a Q weight takes two), grouped-query attention, tied
+/// embeddings, GPT-2's vocabulary.
+fn mistral_f16(vocabs: &Path, dir: &Path) {
+    let vocab_n = gpt2_tokenizer(vocabs, dir);
+    let (embd, ff, layers, heads, kv) = (320usize, 512usize, 2usize, 4usize, 2usize);
+    let head_dim = embd / heads;
+    write_json(
+        &dir.join("config.json"),
+        &json!({
+            "architectures": ["MistralForCausalLM"],
+            "attention_dropout": 0.0,
+            "bos_token_id": 50256,
+            "eos_token_id": 50256,
+            "hidden_act": "silu",
+            "hidden_size": embd,
+            "initializer_range": 0.02,
+            "intermediate_size": ff,
+            "max_position_embeddings": 32768,
+            "model_type": "mistral",
+            "num_attention_heads": heads,
+            "num_hidden_layers": layers,
+            "num_key_value_heads": kv,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 1000000.0,
+            "sliding_window": null,
+            "tie_word_embeddings": true,
+            "torch_dtype": "float16",
+            "transformers_version": "4.57.6",
+            "use_cache": true,
+            "vocab_size": vocab_n
+        }),
+    );
+    let mut rng = Rng(0x006d_6973_7472);
+    let mut t = vec![
+        random_f16(
+            &mut rng,
+            "model.embed_tokens.weight",
+            &[vocab_n, embd],
+            0.02,
+            0.0,
+        ),
+        random_f16(&mut rng, "model.norm.weight", &[embd], 0.05, 1.0),
+    ];
+    for l in 0..layers {
+        let p = format!("model.layers.{l}");
+        t.push(random_f16(
+            &mut rng,
+            &format!("{p}.self_attn.q_proj.weight"),
+            &[heads * head_dim, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_f16(
+            &mut rng,
+            &format!("{p}.self_attn.k_proj.weight"),
+            &[kv * head_dim, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_f16(
+            &mut rng,
+            &format!("{p}.self_attn.v_proj.weight"),
+            &[kv * head_dim, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_f16(
+            &mut rng,
+            &format!("{p}.self_attn.o_proj.weight"),
+            &[embd, heads * head_dim],
+            0.05,
+            0.0,
+        ));
+        t.push(random_f16(
+            &mut rng,
+            &format!("{p}.mlp.gate_proj.weight"),
+            &[ff, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_f16(
+            &mut rng,
+            &format!("{p}.mlp.up_proj.weight"),
+            &[ff, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_f16(
+            &mut rng,
+            &format!("{p}.mlp.down_proj.weight"),
+            &[embd, ff],
+            0.05,
+            0.0,
+        ));
+        t.push(random_f16(
+            &mut rng,
+            &format!("{p}.input_layernorm.weight"),
+            &[embd],
+            0.05,
+            1.0,
+        ));
+        t.push(random_f16(
             &mut rng,
             &format!("{p}.post_attention_layernorm.weight"),
             &[embd],

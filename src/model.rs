@@ -94,6 +94,7 @@ impl Model {
                             pages: Pages::Safetensors(file),
                             part: 0,
                             offset: at,
+                            group: 1,
                         })
                     })
                     .collect()
@@ -114,6 +115,7 @@ fn gguf_tensors(model: &GgufModel) -> Vec<Tensor<'_>> {
             pages: Pages::Gguf(&model.parts()[v.part()], v.offset()),
             part: v.part(),
             offset: v.offset(),
+            group: 1,
         })
         .collect()
 }
@@ -236,6 +238,7 @@ pub struct Tensor<'a> {
     pages: Pages<'a>,
     part: usize,
     offset: u64,
+    group: usize,
 }
 
 /// The file holding a tensor's data, for page prefetch and release.
@@ -269,6 +272,40 @@ impl<'a> Tensor<'a> {
             pages: file.map_or(Pages::Memory, Pages::Safetensors),
             part: 0,
             offset,
+            group: 1,
+        }
+    }
+
+    /// The same tensor with its rows read in groups of `rows` (even), each group
+    /// interleaving its two halves: row `2i + j` of a group is stored row `j * rows / 2 + i`
+    /// of it (how llama.cpp's converter undoes the Q/K rotary layout of Hugging Face
+    /// checkpoints). Conversions read whole groups.
+    pub fn with_row_groups(mut self, rows: usize) -> Tensor<'a> {
+        self.group = rows.max(1);
+        self
+    }
+
+    /// Rows per interleaved group (1: rows are read as stored).
+    pub fn row_group(&self) -> usize {
+        self.group
+    }
+
+    /// Writes rows `rows` of `src` (whole groups of [`Tensor::row_group`] rows, each
+    /// `row_bytes` long, stored order) into `dst` in the order they are read.
+    pub fn reorder_groups(&self, src: &[u8], row_bytes: usize, dst: &mut Vec<u8>) {
+        let g = self.group;
+        dst.clear();
+        if g <= 1 {
+            dst.extend_from_slice(src);
+            return;
+        }
+        let half = g / 2;
+        for group in src.chunks(g * row_bytes) {
+            let n = group.len() / row_bytes;
+            for r in 0..n {
+                let s = (r % 2) * half + r / 2;
+                dst.extend_from_slice(&group[s * row_bytes..(s + 1) * row_bytes]);
+            }
         }
     }
 

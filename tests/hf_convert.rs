@@ -74,7 +74,7 @@ fn every_recorded_case_converts_to_the_converters_bytes() {
     )
     .unwrap();
     let cases = spec["cases"].as_array().unwrap();
-    assert!(cases.len() >= 27);
+    assert!(cases.len() >= 30);
     for (i, case) in cases.iter().enumerate() {
         let tmp = tempfile::tempdir().unwrap();
         let source = match case.get("fixture") {

@@ -3,7 +3,8 @@
 //! quantforge's `convert`, whose output tests/hf_convert.rs proves equal to
 //! `convert_hf_to_gguf.py`'s byte for byte) quantized by llama.cpp's
 //! `llama_model_quantize`. The one-pass file must be identical, for the real
-//! all-MiniLM-L6-v2 (f32) and the generated Qwen2/Qwen3 folders (bf16).
+//! all-MiniLM-L6-v2 (f32) and the generated folders: Qwen2/Qwen3 and Llama (bf16), and
+//! Mistral (f16, whose Q/K rows are read in interleaved head groups across several tasks).
 
 #[path = "../../golden/hf_fixtures.rs"]
 mod hf_fixtures;
@@ -19,7 +20,7 @@ use quantforge::pipeline::plan::{ModelParams, Options, Preset, plan};
 use quantforge::pipeline::run::{RunOptions, run, tensor_specs};
 use std::path::Path;
 
-const PRESETS: [&str; 4] = ["Q4_K_M", "Q8_0", "IQ4_XS", "Q6_K"];
+const PRESETS: [&str; 5] = ["Q4_K_M", "Q8_0", "IQ4_XS", "Q6_K", "COPY"];
 
 fn one_pass(dir: &Path, out: &Path, preset: &str) {
     let model = HfModel::open(dir).unwrap();
@@ -50,7 +51,9 @@ fn check(what: &str, dir: &Path, outtype: OutType) {
     for preset in PRESETS {
         let (ours, theirs) = (tmp.path().join("ours.gguf"), tmp.path().join("llama.gguf"));
         one_pass(dir, &ours, preset);
-        let mut q = Quantize::new(Preset::parse(preset).unwrap().ftype.code());
+        let options = Options::new(Preset::parse(preset).unwrap());
+        let mut q = Quantize::new(options.ftype.code());
+        q.only_copy = options.only_copy;
         q.nthread = threads() as i32;
         quantize(&converted, &theirs, &q).unwrap();
         if let Some(d) = first_difference(&ours, &theirs) {
@@ -71,4 +74,14 @@ fn one_pass_equals_converter_then_llama_quantize() {
     hf_fixtures::write_all(vocab.parent().unwrap(), fx.path());
     check("qwen2-tiny", &fx.path().join("qwen2-tiny"), OutType::Bf16);
     check("qwen3-tiny", &fx.path().join("qwen3-tiny"), OutType::Bf16);
+    check(
+        "llama-bpe-tiny",
+        &fx.path().join("llama-bpe-tiny"),
+        OutType::Bf16,
+    );
+    check(
+        "mistral-f16-tiny",
+        &fx.path().join("mistral-f16-tiny"),
+        OutType::F16,
+    );
 }

@@ -126,23 +126,27 @@ impl Config {
         {
             self.map.insert("num_key_value_heads".into(), h);
         }
-        // LlamaConfig and MistralConfig derive these when the file leaves them out.
-        if matches!(
-            architecture,
-            "LLaMAForCausalLM" | "LlamaForCausalLM" | "LlamaModel" | "MistralForCausalLM"
-        ) {
+        // LlamaConfig and MistralConfig take the head count for a null KV head count
+        // (MistralConfig's default, when the key is absent, is 8); LlamaConfig also derives
+        // a missing head size, MistralConfig leaves it unset.
+        let mistral = architecture == "MistralForCausalLM";
+        if mistral
+            || matches!(
+                architecture,
+                "LLaMAForCausalLM" | "LlamaForCausalLM" | "LlamaModel"
+            )
+        {
             let heads = self.map.get("num_attention_heads").and_then(Json::as_u64);
-            if self.get("num_key_value_heads").is_none() {
-                let kv = if architecture == "MistralForCausalLM" {
-                    Some(8)
-                } else {
-                    heads
-                };
-                if let Some(kv) = kv {
-                    self.map.insert("num_key_value_heads".into(), json!(kv));
-                }
+            let kv = match self.map.get("num_key_value_heads") {
+                None if mistral => Some(8),
+                Some(v) if !v.is_null() => None,
+                _ => heads,
+            };
+            if let Some(kv) = kv {
+                self.map.insert("num_key_value_heads".into(), json!(kv));
             }
-            if self.get("head_dim").is_none()
+            if !mistral
+                && self.get("head_dim").is_none()
                 && let (Some(h), Some(n)) = (
                     self.map.get("hidden_size").and_then(Json::as_u64),
                     heads.filter(|&n| n > 0),

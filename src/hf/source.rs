@@ -2,7 +2,9 @@
 //! `--outtype` the checkpoint's own float type (bf16 stays bf16, f16 f16, f32 f32: nothing
 //! is rounded), read straight from the mapped safetensors files without being written.
 //! So `quantforge quantize DIR OUT TYPE` gives what `convert_hf_to_gguf.py` followed by
-//! `llama-quantize` gives, in one pass.
+//! `llama-quantize` gives, in one pass. Llama's Q/K weights, whose rows the converter
+//! permutes, are read in interleaved row groups (see
+//! [`crate::model::Tensor::with_row_groups`]), a task's rows at a time.
 
 use super::{ConvertOptions, HfFolder, OutType};
 use crate::error::{Result, bail};
@@ -27,8 +29,11 @@ struct Recipe {
     shape: Vec<u64>,
     /// The source tensor's name in its file.
     source: String,
-    /// The bytes, when the converter widens the tensor (a bf16 norm kept in f32).
+    /// The bytes, when the converter widens the tensor (a bf16 norm kept in f32) or
+    /// permutes a 1-D one.
     widened: Option<Vec<u8>>,
+    /// Rows per interleaved group (Llama's Q/K weights: one group per head), else 1.
+    group: usize,
 }
 
 /// The ggml type with a safetensors float dtype's bytes.
@@ -54,21 +59,36 @@ impl HfModel {
             })?;
             let mut recipes = Vec::with_capacity(conv.tensors.len());
             for t in &conv.tensors {
-                if t.permute.is_some() {
-                    bail!(
-                        "{}: tensor `{}` is permuted by the converter (Llama's Q/K rotary \
-                         layout); quantizing such a folder in one pass is not supported yet: \
-                         convert it first",
-                        dir.display(),
-                        t.source.name()
-                    );
-                }
                 let src = float_type(t.source.dtype());
+                let rows = t.source.shape().first().copied().unwrap_or(0);
+                // A 2-D Q/K weight is read in interleaved row groups (one per head); a 1-D
+                // Q/K bias is small and permuted here, element by element.
+                let (group, permuted) = match (t.permute, t.ne.len()) {
+                    (Some(heads), 1) => {
+                        let elem = t.source.data().len() / rows.max(1);
+                        let data = t.source.data();
+                        let mut v = Vec::with_capacity(data.len());
+                        for r in 0..rows {
+                            let s = t.source_index(r, rows);
+                            v.extend_from_slice(&data[s * elem..(s + 1) * elem]);
+                        }
+                        let _ = heads;
+                        (1, Some(v))
+                    }
+                    (Some(heads), _) => (rows / heads, None),
+                    (None, _) => (1, None),
+                };
                 let widened = if src == Some(t.ty) {
-                    None
+                    permuted
                 } else if t.ty == GgmlType::F32 && src.is_some() {
+                    let bytes = permuted.as_deref().unwrap_or(t.source.data());
                     let mut f = vec![0f32; t.source.elements()];
-                    t.source.decode_f32_into(&mut f)?;
+                    quantforge_formats::safetensors::decode_f32_into(
+                        t.source.name(),
+                        t.source.dtype(),
+                        bytes,
+                        &mut f,
+                    )?;
                     Some(bytemuck::cast_slice(&f).to_vec())
                 } else {
                     bail!(
@@ -84,6 +104,7 @@ impl HfModel {
                     shape: t.ne.iter().rev().copied().collect(),
                     source: t.source.name().to_string(),
                     widened,
+                    group,
                 });
             }
             (conv.metadata, recipes)
@@ -128,14 +149,10 @@ impl ModelSource for HfModel {
                 Some(bytes) => (bytes.as_slice(), None),
                 None => (view.data(), file),
             };
-            out.push(Tensor::of_bytes(
-                &r.name,
-                r.ty,
-                r.shape.clone(),
-                data,
-                file,
-                offset,
-            ));
+            out.push(
+                Tensor::of_bytes(&r.name, r.ty, r.shape.clone(), data, file, offset)
+                    .with_row_groups(r.group),
+            );
             offset += data.len() as u64;
         }
         Ok(out)

@@ -4,7 +4,7 @@
 //! expert with that expert's importance values.
 
 use super::RunError;
-use super::schedule::{Extent, RowSizes, row_sizes, task_rows};
+use super::schedule::{Extent, RowSizes, group_bytes, row_sizes, task_rows};
 use super::write::{Filled, Job};
 use crate::pipeline::plan::TensorPlan;
 use crate::slab::COPY_TASK_BYTES;
@@ -63,7 +63,8 @@ impl Job<'_, '_> {
                     src: src_row,
                     dst: dst_row,
                 }) => {
-                    let task_rows = task_rows(t);
+                    let group = self.sources[p.tensor].row_group();
+                    let task_rows = task_rows(t, group);
                     let first_row = p.src.start / src_row;
                     let mut out = out;
                     for (k, x) in src.chunks(task_rows * src_row).enumerate() {
@@ -79,9 +80,19 @@ impl Job<'_, '_> {
                     }
                 }
                 None if p.out_len > 0 => {
-                    let chunk = COPY_TASK_BYTES;
+                    let group = self.sources[p.tensor].row_group();
+                    let len = self.sources[p.tensor].data().len();
+                    let chunk = if group > 1 {
+                        COPY_TASK_BYTES.next_multiple_of(group_bytes(t, len, group))
+                    } else {
+                        COPY_TASK_BYTES
+                    };
                     for (x, y) in src.chunks(chunk).zip(out.chunks_mut(chunk)) {
-                        tasks.push(Task::Copy { x, y });
+                        tasks.push(Task::Copy {
+                            tensor: p.tensor,
+                            x,
+                            y,
+                        });
                     }
                 }
                 None => {}
@@ -99,8 +110,18 @@ impl Job<'_, '_> {
             },
             || {
                 tasks.into_par_iter().try_for_each(|task| match task {
-                    Task::Copy { x, y } => {
-                        y.copy_from_slice(x);
+                    Task::Copy { tensor, x, y } => {
+                        let source = self.sources[tensor];
+                        if source.row_group() > 1 {
+                            let rows: u64 = self.plan.tensors[tensor].ne[1..].iter().product();
+                            let row_bytes = source.data().len() / rows.max(1) as usize;
+                            let mut buf = REORDERED.take();
+                            source.reorder_groups(x, row_bytes, &mut buf);
+                            y.copy_from_slice(&buf);
+                            REORDERED.set(buf);
+                        } else {
+                            y.copy_from_slice(x);
+                        }
                         Ok(())
                     }
                     Task::Convert {
@@ -113,8 +134,25 @@ impl Job<'_, '_> {
                         let n = y.len() / t.target.type_size() * t.target.block_size();
                         let mut f32s = SCRATCH.take();
                         f32s.resize(n, 0.0);
-                        let done =
-                            convert_rows(t, x, &mut f32s[..n], first_row, self.weights[tensor], y);
+                        let source = self.sources[tensor];
+                        let done = if source.row_group() > 1 {
+                            let rows =
+                                y.len() / t.target.row_size(t.ne[0] as usize).unwrap_or(1).max(1);
+                            let mut buf = REORDERED.take();
+                            source.reorder_groups(x, x.len() / rows.max(1), &mut buf);
+                            let done = convert_rows(
+                                t,
+                                &buf,
+                                &mut f32s[..n],
+                                first_row,
+                                self.weights[tensor],
+                                y,
+                            );
+                            REORDERED.set(buf);
+                            done
+                        } else {
+                            convert_rows(t, x, &mut f32s[..n], first_row, self.weights[tensor], y)
+                        };
                         SCRATCH.set(f32s);
                         done
                     }
@@ -143,8 +181,12 @@ enum Task<'s, 'o> {
         first_row: usize,
         y: &'o mut [u8],
     },
-    /// Bytes of a copied tensor.
-    Copy { x: &'s [u8], y: &'o mut [u8] },
+    /// Bytes of a copied tensor (whole row groups of one read in interleaved groups).
+    Copy {
+        tensor: usize,
+        x: &'s [u8],
+        y: &'o mut [u8],
+    },
 }
 
 /// An error unless `t` is copied, or its source type can be widened and its target type
@@ -172,6 +214,9 @@ thread_local! {
     /// Each worker's f32 rows, kept between tasks and tensors (a fresh buffer per task
     /// would be mapped, faulted in and unmapped every time).
     static SCRATCH: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+    /// Each worker's source rows put in reading order, for tensors read in interleaved
+    /// row groups.
+    static REORDERED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Widens the source rows `x` of `t` into `f32s` and quantizes them into `y`; the rows

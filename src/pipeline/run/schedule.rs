@@ -53,16 +53,22 @@ pub(super) fn pieces(
     let mut pieces = Vec::new();
     for (i, ((t, source), place)) in plan.tensors.iter().zip(sources).zip(places).enumerate() {
         // Source and output bytes of a step, and of the unit a step is made of.
+        // A tensor read in interleaved row groups is cut at group boundaries only.
+        let group = source.row_group();
+        let len = source.data().len();
         let (src_unit, out_unit, units) = match row_sizes(t)? {
             Some(row) => (
                 row.src,
                 row.dst,
-                slab::slab_rows(row.src.max(row.dst), task_rows(t)),
+                slab::slab_rows(row.src.max(row.dst), task_rows(t, group)),
             ),
             None if t.converts() => (1, 0, SLAB_BYTES),
+            None if group > 1 => {
+                let bytes = group_bytes(t, len, group);
+                (bytes, bytes, (SLAB_BYTES / 2 / bytes).max(1))
+            }
             None => (1, 1, SLAB_BYTES / 2),
         };
-        let len = source.data().len();
         let out_total = (len / src_unit * out_unit) as u64;
         if out_total > place.room {
             return Err(RunError::PlanMismatch(format!(
@@ -123,9 +129,15 @@ pub(super) fn row_sizes(t: &TensorPlan) -> Result<Option<RowSizes>, RunError> {
     }))
 }
 
-/// Rows of `t` each parallel task converts.
-pub(super) fn task_rows(t: &TensorPlan) -> usize {
-    slab::task_rows(t.ne[0] as usize)
+/// Rows of `t` each parallel task converts: a whole number of its row groups.
+pub(super) fn task_rows(t: &TensorPlan, group: usize) -> usize {
+    slab::task_rows(t.ne[0] as usize).next_multiple_of(group.max(1))
+}
+
+/// Bytes of one row group of a tensor of `len` bytes (its rows all alike).
+pub(super) fn group_bytes(t: &TensorPlan, len: usize, group: usize) -> usize {
+    let rows: u64 = t.ne[1..].iter().product();
+    (len / rows.max(1) as usize * group).max(1)
 }
 
 /// Consecutive pieces of one output file grouped so that each group's source and output

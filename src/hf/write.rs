@@ -2,9 +2,9 @@
 //! rows widened to f32 and encoded on all threads, into a file that takes its name only
 //! when complete (so a failed or interrupted run leaves nothing under OUT).
 
-use super::Conversion;
+use super::{Conversion, OutTensor};
 use crate::error::{Context, Result};
-use quantforge_formats::gguf::{AtomicFile, GgufBuilder};
+use quantforge_formats::gguf::{AtomicFile, GgufBuilder, GgufWriter};
 use quantforge_formats::safetensors::{self as st, Dtype};
 use quantforge_kernels::GgmlType;
 use rayon::prelude::*;
@@ -67,7 +67,34 @@ pub fn write(conv: &Conversion<'_>, path: &Path) -> Result<Written> {
     }
     let mut w = b.create(path)?;
     let mut gathered = Vec::new();
-    for t in &conv.tensors {
+    if let Some(first) = conv.tensors.first() {
+        first.file.prefetch(first.source.data())?;
+    }
+    for (i, t) in conv.tensors.iter().enumerate() {
+        // The next tensor's pages are asked for while this one is converted, and this
+        // one's let go once written: memory does not grow with the model.
+        if let Some(next) = conv.tensors.get(i + 1) {
+            next.file.prefetch(next.source.data())?;
+        }
+        write_tensor(t, &mut w, &mut gathered)?;
+    }
+    let bytes = w.bytes_written();
+    w.commit()?;
+    Ok(Written {
+        path: path.to_path_buf(),
+        tensors: conv.tensors.len(),
+        bytes,
+    })
+}
+
+/// Writes one tensor's data: its rows gathered in output order, widened and encoded a slab
+/// at a time on all threads (or copied when the type does not change).
+fn write_tensor<W: Write>(
+    t: &OutTensor<'_>,
+    w: &mut GgufWriter<'_, W>,
+    gathered: &mut Vec<u8>,
+) -> Result<()> {
+    {
         let elem = t
             .source
             .dtype()
@@ -93,11 +120,14 @@ pub fn write(conv: &Conversion<'_>, path: &Path) -> Result<Written> {
         if same_bytes(t.source.dtype()) == Some(t.ty) && !rows_permuted {
             for chunk in src.chunks(SLAB_BYTES) {
                 w.write_chunk(chunk)?;
+                if t.permute.is_none() {
+                    t.file.release(chunk)?;
+                }
             }
             if src.is_empty() {
                 w.write_chunk(&[])?;
             }
-            continue;
+            return Ok(());
         }
         let row_len = t.ne.first().copied().unwrap_or(1) as usize;
         let n_rows = if row_len == 0 {
@@ -119,7 +149,7 @@ pub fn write(conv: &Conversion<'_>, path: &Path) -> Result<Written> {
                     let s = t.source_index(r, n_rows);
                     gathered.extend_from_slice(&src[s * src_row..(s + 1) * src_row]);
                 }
-                &gathered
+                gathered
             } else {
                 &src[row * src_row..(row + rows) * src_row]
             };
@@ -138,19 +168,16 @@ pub fn write(conv: &Conversion<'_>, path: &Path) -> Result<Written> {
                     })?;
             }
             w.write_chunk(y)?;
+            if t.permute.is_none() {
+                t.file.release(x)?;
+            }
             row += rows;
         }
         if n_rows == 0 {
             w.write_chunk(&[])?;
         }
     }
-    let bytes = w.bytes_written();
-    w.commit()?;
-    Ok(Written {
-        path: path.to_path_buf(),
-        tensors: conv.tensors.len(),
-        bytes,
-    })
+    Ok(())
 }
 
 /// Encodes f32 rows as `ty`.

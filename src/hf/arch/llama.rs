@@ -5,7 +5,7 @@
 use super::{Arch, ArchTable, Modified, text_filter, text_parameters};
 use crate::error::{Error, Result, bail};
 use crate::hf::tokenizer::HfTokenizer;
-use crate::hf::tokenizer::special::{SpecialVocab, read_object};
+use crate::hf::tokenizer::special::{SpecialVocab, read_object, read_tokenizer_meta};
 use crate::hf::{Ctx, json_u32};
 use quantforge_formats::gguf::{Array, StringArray, Value};
 use serde_json::Value as Json;
@@ -94,18 +94,14 @@ impl Arch for Llama {
                 ctx.dir.join("tokenizer.model").display()
             );
         }
-        if let Some(tj) = read_object(&ctx.dir.join("tokenizer.json"))? {
-            let model = tj.get("model").cloned().unwrap_or(Json::Null);
-            let is_bpe = model.get("type").and_then(Json::as_str) == Some("BPE");
-            let flag = |k: &str, d: bool| model.get(k).and_then(Json::as_bool).unwrap_or(d);
-            let llama3 = is_bpe && flag("ignore_merges", false) && !flag("byte_fallback", true);
+        if let Some(tj) = read_tokenizer_meta(ctx.dir)? {
+            let m = &tj.model;
+            let is_bpe = m.kind.as_deref() == Some("BPE");
+            let llama3 =
+                is_bpe && m.ignore_merges.unwrap_or(false) && !m.byte_fallback.unwrap_or(true);
             let hf_spm = is_bpe
-                && flag("byte_fallback", false)
-                && tj
-                    .get("decoder")
-                    .and_then(|d| d.get("type"))
-                    .and_then(Json::as_str)
-                    == Some("Sequence");
+                && m.byte_fallback.unwrap_or(false)
+                && tj.decoder.get("type").and_then(Json::as_str) == Some("Sequence");
             if !llama3 && hf_spm {
                 bail!(
                     "{}: Llama 2 style byte-fallback vocabularies are not supported yet",
@@ -134,6 +130,8 @@ pub(crate) fn gpt2_vocab(ctx: &mut Ctx<'_>) -> Result<()> {
     };
     let (tokens, types) = tok.vocab_base(vocab_size)?;
     let pre = super::bert::pre_name(ctx, &tok)?;
+    // The tokenizer is large; it goes before the special-token files are read.
+    drop(tok);
     let mut list = StringArray::with_capacity(tokens.len(), 0);
     for t in &tokens {
         list.push(t);

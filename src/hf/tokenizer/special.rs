@@ -42,6 +42,58 @@ pub fn read_object(path: &Path) -> Result<Option<Map<String, Json>>> {
     }
 }
 
+/// The parts of a `tokenizer.json` the converter reads besides the vocabulary, parsed
+/// without building the vocabulary (a Llama 3 file holds 128k entries and 280k merges).
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct TokenizerMeta {
+    /// `added_tokens`.
+    #[serde(default)]
+    pub added_tokens: Vec<Json>,
+    /// `normalizer`.
+    #[serde(default)]
+    pub normalizer: Json,
+    /// `post_processor`.
+    #[serde(default)]
+    pub post_processor: Json,
+    /// `decoder`.
+    #[serde(default)]
+    pub decoder: Json,
+    /// `model`, without its vocabulary.
+    #[serde(default)]
+    pub model: ModelMeta,
+}
+
+/// `tokenizer.json`'s `model`, without its vocabulary.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct ModelMeta {
+    /// `type` (`BPE`, `WordPiece`, `Unigram`).
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    /// `ignore_merges`.
+    #[serde(default)]
+    pub ignore_merges: Option<bool>,
+    /// `byte_fallback`.
+    #[serde(default)]
+    pub byte_fallback: Option<bool>,
+    /// `merges`.
+    #[serde(default)]
+    pub merges: Option<Vec<Json>>,
+}
+
+/// `DIR/tokenizer.json` read as [`TokenizerMeta`], `None` when absent; an error names a
+/// malformed one.
+pub fn read_tokenizer_meta(dir: &Path) -> Result<Option<TokenizerMeta>> {
+    let path = dir.join("tokenizer.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text =
+        std::fs::read(&path).map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+    serde_json::from_slice(&text)
+        .map(Some)
+        .map_err(|e| Error::invalid(format!("{}: not a tokenizer.json: {e}", path.display())))
+}
+
 fn special_id(v: &Json) -> Option<&str> {
     v.get("SpecialToken")?.get("id")?.as_str()
 }
@@ -125,10 +177,10 @@ impl SpecialVocab {
     }
 
     fn read_tokenizer_json(&mut self, dir: &Path) -> Result<()> {
-        let tokenizer = read_object(&dir.join("tokenizer.json"))?;
+        let tokenizer = read_tokenizer_meta(dir)?;
         if let Some(t) = &tokenizer {
             if self.load_merges
-                && let Some(Json::Array(merges)) = t.get("model").and_then(|m| m.get("merges"))
+                && let Some(merges) = &t.model.merges
                 && let Some(first) = merges.first()
             {
                 if first.is_string() {
@@ -162,15 +214,13 @@ impl SpecialVocab {
                     )));
                 }
             }
-            if let Some(n) = t.get("normalizer").filter(|n| !n.is_null()) {
-                self.parse_normalizer(n);
+            if !t.normalizer.is_null() {
+                self.parse_normalizer(&t.normalizer);
             }
         }
         let added: Vec<Json> = tokenizer
             .as_ref()
-            .and_then(|t| t.get("added_tokens"))
-            .and_then(Json::as_array)
-            .cloned()
+            .map(|t| t.added_tokens.clone())
             .unwrap_or_default();
         let mut config = read_object(&dir.join("tokenizer_config.json"))?;
         if let Some(t) = &tokenizer {
@@ -197,7 +247,7 @@ impl SpecialVocab {
                 eos = sep.clone();
                 set(&mut config, "eos_token", eos.as_deref().unwrap_or_default());
             }
-            if let Some(pp) = t.get("post_processor").filter(|p| !p.is_null()) {
+            if let Some(pp) = Some(&t.post_processor).filter(|p| !p.is_null()) {
                 let processors: Vec<Json> = match pp.get("processors").and_then(Json::as_array) {
                     Some(list) => list.clone(),
                     None => vec![pp.clone()],

@@ -783,3 +783,40 @@ fn mistral_f16(vocabs: &Path, dir: &Path) {
     }
     write_safetensors(&dir.join("model.safetensors"), t);
 }
+
+/// A Llama-3.2-shaped benchmark folder (not a test fixture): width 2048, 32 heads of 64
+/// rows, 8 KV heads, feed-forward 8192, tied embeddings, `layers` blocks, bf16, the
+/// llama-bpe vocabulary; about 262M + 61M per block parameters.
+pub fn llama_bench(vocabs: &Path, dir: &Path, layers: usize) {
+    llama_bpe(vocabs, dir);
+    let (embd, ff, heads, kv, vocab_n) = (2048usize, 8192usize, 32usize, 8usize, 128256usize);
+    let head_dim = embd / heads;
+    let mut config: Json =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    config["hidden_size"] = json!(embd);
+    config["intermediate_size"] = json!(ff);
+    config["num_attention_heads"] = json!(heads);
+    config["num_key_value_heads"] = json!(kv);
+    config["num_hidden_layers"] = json!(layers);
+    config["head_dim"] = json!(head_dim);
+    config["tie_word_embeddings"] = json!(true);
+    write_json(&dir.join("config.json"), &config);
+    let mut rng = Rng(0x0062_656e_6368);
+    let mut t = vec![
+        random_bf16(&mut rng, "model.embed_tokens.weight", &[vocab_n, embd], 0.02, 0.0),
+        random_bf16(&mut rng, "model.norm.weight", &[embd], 0.05, 1.0),
+    ];
+    for l in 0..layers {
+        let p = format!("model.layers.{l}");
+        t.push(random_bf16(&mut rng, &format!("{p}.self_attn.q_proj.weight"), &[heads * head_dim, embd], 0.05, 0.0));
+        t.push(random_bf16(&mut rng, &format!("{p}.self_attn.k_proj.weight"), &[kv * head_dim, embd], 0.05, 0.0));
+        t.push(random_bf16(&mut rng, &format!("{p}.self_attn.v_proj.weight"), &[kv * head_dim, embd], 0.05, 0.0));
+        t.push(random_bf16(&mut rng, &format!("{p}.self_attn.o_proj.weight"), &[embd, heads * head_dim], 0.05, 0.0));
+        t.push(random_bf16(&mut rng, &format!("{p}.mlp.gate_proj.weight"), &[ff, embd], 0.05, 0.0));
+        t.push(random_bf16(&mut rng, &format!("{p}.mlp.up_proj.weight"), &[ff, embd], 0.05, 0.0));
+        t.push(random_bf16(&mut rng, &format!("{p}.mlp.down_proj.weight"), &[embd, ff], 0.05, 0.0));
+        t.push(random_bf16(&mut rng, &format!("{p}.input_layernorm.weight"), &[embd], 0.05, 1.0));
+        t.push(random_bf16(&mut rng, &format!("{p}.post_attention_layernorm.weight"), &[embd], 0.05, 1.0));
+    }
+    write_safetensors(&dir.join("model.safetensors"), t);
+}

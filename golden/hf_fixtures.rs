@@ -803,20 +803,80 @@ pub fn llama_bench(vocabs: &Path, dir: &Path, layers: usize) {
     write_json(&dir.join("config.json"), &config);
     let mut rng = Rng(0x0062_656e_6368);
     let mut t = vec![
-        random_bf16(&mut rng, "model.embed_tokens.weight", &[vocab_n, embd], 0.02, 0.0),
+        random_bf16(
+            &mut rng,
+            "model.embed_tokens.weight",
+            &[vocab_n, embd],
+            0.02,
+            0.0,
+        ),
         random_bf16(&mut rng, "model.norm.weight", &[embd], 0.05, 1.0),
     ];
     for l in 0..layers {
         let p = format!("model.layers.{l}");
-        t.push(random_bf16(&mut rng, &format!("{p}.self_attn.q_proj.weight"), &[heads * head_dim, embd], 0.05, 0.0));
-        t.push(random_bf16(&mut rng, &format!("{p}.self_attn.k_proj.weight"), &[kv * head_dim, embd], 0.05, 0.0));
-        t.push(random_bf16(&mut rng, &format!("{p}.self_attn.v_proj.weight"), &[kv * head_dim, embd], 0.05, 0.0));
-        t.push(random_bf16(&mut rng, &format!("{p}.self_attn.o_proj.weight"), &[embd, heads * head_dim], 0.05, 0.0));
-        t.push(random_bf16(&mut rng, &format!("{p}.mlp.gate_proj.weight"), &[ff, embd], 0.05, 0.0));
-        t.push(random_bf16(&mut rng, &format!("{p}.mlp.up_proj.weight"), &[ff, embd], 0.05, 0.0));
-        t.push(random_bf16(&mut rng, &format!("{p}.mlp.down_proj.weight"), &[embd, ff], 0.05, 0.0));
-        t.push(random_bf16(&mut rng, &format!("{p}.input_layernorm.weight"), &[embd], 0.05, 1.0));
-        t.push(random_bf16(&mut rng, &format!("{p}.post_attention_layernorm.weight"), &[embd], 0.05, 1.0));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.q_proj.weight"),
+            &[heads * head_dim, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.k_proj.weight"),
+            &[kv * head_dim, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.v_proj.weight"),
+            &[kv * head_dim, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.self_attn.o_proj.weight"),
+            &[embd, heads * head_dim],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.mlp.gate_proj.weight"),
+            &[ff, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.mlp.up_proj.weight"),
+            &[ff, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.mlp.down_proj.weight"),
+            &[embd, ff],
+            0.05,
+            0.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.input_layernorm.weight"),
+            &[embd],
+            0.05,
+            1.0,
+        ));
+        t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.post_attention_layernorm.weight"),
+            &[embd],
+            0.05,
+            1.0,
+        ));
     }
     write_safetensors(&dir.join("model.safetensors"), t);
 }

@@ -4,7 +4,7 @@
 use super::{Arch, ArchTable, Modified, text_filter, text_parameters};
 use crate::error::{Error, Result};
 use crate::hf::tokenizer::special::SpecialVocab;
-use crate::hf::tokenizer::{HfTokenizer, token_type};
+use crate::hf::tokenizer::{HfTokenizer, load_beside, token_type};
 use crate::hf::{Ctx, json_u32};
 use quantforge_formats::gguf::{Array, StringArray, Value};
 use serde_json::Value as Json;
@@ -60,11 +60,14 @@ impl Arch for Bert {
     }
 
     fn vocab(&self, ctx: &mut Ctx<'_>) -> Result<()> {
-        let tok = HfTokenizer::load(ctx.dir)?;
-        let vocab_size = match ctx.config.get("vocab_size") {
-            Some(v) => json_u32("vocab_size", v)? as usize,
-            None => tok.vocab_len(),
+        let dir = ctx.dir;
+        let configured = match ctx.config.get("vocab_size") {
+            Some(v) => Some(json_u32("vocab_size", v)? as usize),
+            None => None,
         };
+        let (tok, special) = load_beside(dir, || SpecialVocab::load(dir, false, configured));
+        let tok = tok?;
+        let vocab_size = configured.unwrap_or_else(|| tok.vocab_len());
         let (tokens, types) = tok.vocab_base(vocab_size)?;
         let pre = pre_name(ctx, &tok)?;
         let type_count = match ctx.config.get("type_vocab_size") {
@@ -86,7 +89,12 @@ impl Arch for Bert {
         ctx.put("tokenizer.ggml.pre", pre)?;
         ctx.put("tokenizer.ggml.tokens", Value::Array(Array::String(list)))?;
         ctx.put("tokenizer.ggml.token_type", Value::Array(Array::I32(types)))?;
-        let special = SpecialVocab::load(ctx.dir, false, Some(tokens.len()))?;
+        let special = match (special?, configured) {
+            (sv, Some(_)) => sv,
+            // Without a configured size the special ids are checked against the
+            // vocabulary's own, known only now.
+            (_, None) => SpecialVocab::load(dir, false, Some(tokens.len()))?,
+        };
         special.write(&mut ctx.metadata)
     }
 }

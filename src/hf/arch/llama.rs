@@ -4,8 +4,8 @@
 
 use super::{Arch, ArchTable, Modified, text_filter, text_parameters};
 use crate::error::{Error, Result, bail};
-use crate::hf::tokenizer::HfTokenizer;
 use crate::hf::tokenizer::special::{SpecialVocab, read_object, read_tokenizer_meta};
+use crate::hf::tokenizer::{HfTokenizer, load_beside};
 use crate::hf::{Ctx, json_u32};
 use quantforge_formats::gguf::{Array, StringArray, Value};
 use serde_json::Value as Json;
@@ -94,22 +94,27 @@ impl Arch for Llama {
                 ctx.dir.join("tokenizer.model").display()
             );
         }
-        if let Some(tj) = read_tokenizer_meta(ctx.dir)? {
-            let m = &tj.model;
-            let is_bpe = m.kind.as_deref() == Some("BPE");
-            let llama3 =
-                is_bpe && m.ignore_merges.unwrap_or(false) && !m.byte_fallback.unwrap_or(true);
-            let hf_spm = is_bpe
-                && m.byte_fallback.unwrap_or(false)
-                && tj.decoder.get("type").and_then(Json::as_str) == Some("Sequence");
-            if !llama3 && hf_spm {
-                bail!(
-                    "{}: Llama 2 style byte-fallback vocabularies are not supported yet",
-                    ctx.dir.join("tokenizer.json").display()
-                );
+        let dir = ctx.dir;
+        let (tok, special) = load_beside(dir, || {
+            let meta = read_tokenizer_meta(dir)?;
+            if let Some(tj) = &meta {
+                let m = &tj.model;
+                let is_bpe = m.kind.as_deref() == Some("BPE");
+                let llama3 =
+                    is_bpe && m.ignore_merges.unwrap_or(false) && !m.byte_fallback.unwrap_or(true);
+                let hf_spm = is_bpe
+                    && m.byte_fallback.unwrap_or(false)
+                    && tj.decoder.get("type").and_then(Json::as_str) == Some("Sequence");
+                if !llama3 && hf_spm {
+                    bail!(
+                        "{}: Llama 2 style byte-fallback vocabularies are not supported yet",
+                        dir.join("tokenizer.json").display()
+                    );
+                }
             }
-        }
-        gpt2_vocab(ctx)?;
+            SpecialVocab::load_with(dir, meta, true, None)
+        });
+        gpt2_vocab(ctx, tok?, special?)?;
         let vocab_size = ctx.config.get("vocab_size").and_then(Json::as_u64);
         if vocab_size == Some(32016) {
             bail!("CodeLlama infill tokens are not supported yet");
@@ -121,16 +126,15 @@ impl Arch for Llama {
     }
 }
 
-/// `_set_vocab_gpt2`: a byte-level BPE vocabulary with its merges.
-pub(crate) fn gpt2_vocab(ctx: &mut Ctx<'_>) -> Result<()> {
-    let tok = HfTokenizer::load(ctx.dir)?;
+/// `_set_vocab_gpt2`: a byte-level BPE vocabulary with its merges (`special`: the
+/// folder's `SpecialVocab` with merges).
+pub(crate) fn gpt2_vocab(ctx: &mut Ctx<'_>, tok: HfTokenizer, special: SpecialVocab) -> Result<()> {
     let vocab_size = match ctx.config.get("vocab_size") {
         Some(v) => json_u32("vocab_size", v)? as usize,
         None => tok.vocab_len(),
     };
     let (tokens, types) = tok.vocab_base(vocab_size)?;
     let pre = super::bert::pre_name(ctx, &tok)?;
-    // The tokenizer is large; it goes before the special-token files are read.
     drop(tok);
     let mut list = StringArray::with_capacity(tokens.len(), 0);
     for t in &tokens {
@@ -140,5 +144,13 @@ pub(crate) fn gpt2_vocab(ctx: &mut Ctx<'_>) -> Result<()> {
     ctx.put("tokenizer.ggml.pre", pre)?;
     ctx.put("tokenizer.ggml.tokens", Value::Array(Array::String(list)))?;
     ctx.put("tokenizer.ggml.token_type", Value::Array(Array::I32(types)))?;
-    SpecialVocab::load(ctx.dir, true, None)?.write(&mut ctx.metadata)
+    special.write(&mut ctx.metadata)
+}
+
+/// Loads the tokenizer beside the folder's `SpecialVocab` (with merges) and writes the
+/// byte-level BPE keys.
+pub(crate) fn load_gpt2_vocab(ctx: &mut Ctx<'_>) -> Result<()> {
+    let dir = ctx.dir;
+    let (tok, special) = load_beside(dir, || SpecialVocab::load(dir, true, None));
+    gpt2_vocab(ctx, tok?, special?)
 }

@@ -50,7 +50,7 @@ impl Arch for Qwen {
                 ctx.dir.join("tokenizer.model").display()
             );
         }
-        super::llama::gpt2_vocab(ctx)
+        super::llama::load_gpt2_vocab(ctx)
     }
 }
 

@@ -109,15 +109,15 @@ impl HfTokenizer {
     /// `get_vocab_base`: tokens and types for ids `0..vocab_size` (ids missing from the
     /// vocabulary become `[PAD<id>]`, unused).
     pub fn vocab_base(&self, vocab_size: usize) -> Result<(Vec<String>, Vec<i32>)> {
-        let vocab = self.tok.get_vocab(true);
-        if let Some(&max) = vocab.values().max()
-            && max as usize >= vocab_size
+        let max = self.tok.get_vocab_size(true);
+        if max > vocab_size
+            && let Some(id) =
+                (vocab_size as u32..max as u32).find(|&i| self.tok.id_to_token(i).is_some())
         {
             return Err(Error::invalid(format!(
-                "tokenizer has id {max}, beyond vocab_size {vocab_size} of config.json"
+                "tokenizer has id {id}, beyond vocab_size {vocab_size} of config.json"
             )));
         }
-        let reverse: HashMap<u32, &str> = vocab.iter().map(|(t, &i)| (i, t.as_str())).collect();
         let added = self.tok.get_added_tokens_decoder();
         let added_by_content: HashMap<&str, u32> = {
             let mut ids: Vec<_> = added.iter().collect();
@@ -129,12 +129,11 @@ impl HfTokenizer {
         let mut tokens = Vec::with_capacity(vocab_size);
         let mut types = Vec::with_capacity(vocab_size);
         for i in 0..vocab_size as u32 {
-            let Some(&token) = reverse.get(&i) else {
+            let Some(mut token) = self.tok.id_to_token(i) else {
                 tokens.push(format!("[PAD{i}]"));
                 types.push(token_type::UNUSED);
                 continue;
             };
-            let mut token = token.to_string();
             if added_by_content.contains_key(token.as_str()) {
                 let info = added.get(&i);
                 if info.is_some_and(|t| !t.normalized) {
@@ -154,6 +153,22 @@ impl HfTokenizer {
         }
         Ok((tokens, types))
     }
+}
+
+/// Loads `DIR/tokenizer.json` as an [`HfTokenizer`] on another thread while `work` runs
+/// on this one (building the tokenizer is the slowest step of reading a vocabulary).
+pub fn load_beside<T>(
+    dir: &Path,
+    work: impl FnOnce() -> Result<T>,
+) -> (Result<HfTokenizer>, Result<T>) {
+    std::thread::scope(|s| {
+        let loading = s.spawn(|| HfTokenizer::load(dir));
+        let done = work();
+        let tok = loading
+            .join()
+            .unwrap_or_else(|_| Err(Error::invalid("the tokenizer loader panicked")));
+        (tok, done)
+    })
 }
 
 /// `does_token_look_special`.

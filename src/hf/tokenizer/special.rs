@@ -105,6 +105,17 @@ fn truthy(s: &Option<String>) -> bool {
 impl SpecialVocab {
     /// Reads the folder's tokenizer files as `SpecialVocab(path, load_merges, n_vocab)`.
     pub fn load(dir: &Path, load_merges: bool, n_vocab: Option<usize>) -> Result<SpecialVocab> {
+        let meta = read_tokenizer_meta(dir)?;
+        SpecialVocab::load_with(dir, meta, load_merges, n_vocab)
+    }
+
+    /// [`SpecialVocab::load`] with `tokenizer.json` already read (`None`: there is none).
+    pub fn load_with(
+        dir: &Path,
+        meta: Option<TokenizerMeta>,
+        load_merges: bool,
+        n_vocab: Option<usize>,
+    ) -> Result<SpecialVocab> {
         let mut sv = SpecialVocab {
             load_merges,
             n_vocab,
@@ -113,7 +124,7 @@ impl SpecialVocab {
                 .to_vec(),
             ..SpecialVocab::default()
         };
-        sv.read_tokenizer_json(dir)?;
+        sv.read_tokenizer_json(dir, meta)?;
         sv.read_config_json(dir)?;
         if sv.load_merges && sv.merges.is_empty() {
             sv.merges_txt(dir)?;
@@ -176,8 +187,7 @@ impl SpecialVocab {
         }
     }
 
-    fn read_tokenizer_json(&mut self, dir: &Path) -> Result<()> {
-        let tokenizer = read_tokenizer_meta(dir)?;
+    fn read_tokenizer_json(&mut self, dir: &Path, tokenizer: Option<TokenizerMeta>) -> Result<()> {
         if let Some(t) = &tokenizer {
             if self.load_merges
                 && let Some(merges) = &t.model.merges

@@ -19,6 +19,7 @@ pub const FIXTURES: &[(&str, Builder)] = &[
     ("qwen2-tiny", qwen2),
     ("qwen3-tiny", qwen3),
     ("mistral-f16-tiny", mistral_f16),
+    ("qwen3-sharded", qwen3_sharded),
 ];
 
 /// Writes every fixture under `out`, reading vocabularies from `vocabs`.
@@ -92,6 +93,34 @@ fn random_bf16(rng: &mut Rng, name: &str, shape: &[usize], scale: f32, offset: f
         shape: shape.to_vec(),
         data,
     }
+}
+
+/// Writes `tensors` as `parts` shards `model-0000K-of-0000N.safetensors` (tensors dealt
+/// out in turn, so each shard holds names from all over the model) and the
+/// `model.safetensors.index.json` that maps them, as `save_pretrained` shards a model.
+fn write_sharded(dir: &Path, tensors: Vec<St>, parts: usize) {
+    let mut shards: Vec<Vec<St>> = (0..parts).map(|_| Vec::new()).collect();
+    let mut weight_map = Map::new();
+    let mut total = 0usize;
+    for (i, t) in tensors.into_iter().enumerate() {
+        let k = i % parts;
+        weight_map.insert(
+            t.name.clone(),
+            json!(format!("model-{:05}-of-{parts:05}.safetensors", k + 1)),
+        );
+        total += t.data.len();
+        shards[k].push(t);
+    }
+    for (k, shard) in shards.into_iter().enumerate() {
+        write_safetensors(
+            &dir.join(format!("model-{:05}-of-{parts:05}.safetensors", k + 1)),
+            shard,
+        );
+    }
+    write_json(
+        &dir.join("model.safetensors.index.json"),
+        &json!({"metadata": {"total_size": total}, "weight_map": weight_map}),
+    );
 }
 
 /// Writes a safetensors file as Hugging Face's library does: keys sorted, data in order.
@@ -502,6 +531,18 @@ fn qwen2(vocabs: &Path, dir: &Path) {
 
 /// A Qwen3-style model: Q/K norms, an explicit head size, tied embeddings.
 fn qwen3(vocabs: &Path, dir: &Path) {
+    let t = qwen3_files(vocabs, dir);
+    write_safetensors(&dir.join("model.safetensors"), t);
+}
+
+/// The Qwen3-style model in three shards with an index.
+fn qwen3_sharded(vocabs: &Path, dir: &Path) {
+    let t = qwen3_files(vocabs, dir);
+    write_sharded(dir, t, 3);
+}
+
+/// The Qwen3-style model's files but its weights, which it returns.
+fn qwen3_files(vocabs: &Path, dir: &Path) -> Vec<St> {
     qwen_tokenizer(vocabs, dir);
     let (embd, ff, layers, heads, kv, head_dim, vocab_n) = (
         64usize,
@@ -634,7 +675,7 @@ fn qwen3(vocabs: &Path, dir: &Path) {
             1.0,
         ));
     }
-    write_safetensors(&dir.join("model.safetensors"), t);
+    t
 }
 
 /// GPT-2's byte-level BPE `tokenizer.json` from `ggml-vocab-gpt-2.gguf`; returns its size.

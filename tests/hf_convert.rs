@@ -74,7 +74,7 @@ fn every_recorded_case_converts_to_the_converters_bytes() {
     )
     .unwrap();
     let cases = spec["cases"].as_array().unwrap();
-    assert!(cases.len() >= 30);
+    assert!(cases.len() >= 32);
     for (i, case) in cases.iter().enumerate() {
         let tmp = tempfile::tempdir().unwrap();
         let source = match case.get("fixture") {
@@ -273,4 +273,79 @@ fn quantize_reads_a_folder_in_one_pass() {
         text.contains("tokenizer.ggml.pre") && text.contains("qwen2"),
         "{text}"
     );
+}
+
+/// Copies (not links) the fixture `name` to `root/new`.
+fn copy_fixture(name: &str, root: &Path, new: &str) -> Option<PathBuf> {
+    let src = fixtures()?.join(name);
+    let dst = root.join(new);
+    std::fs::create_dir_all(&dst).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+    }
+    Some(dst)
+}
+
+#[test]
+fn bad_shards_are_refused_with_the_file_and_tensor_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(f) = copy_fixture("qwen3-sharded", tmp.path(), "missing") else {
+        return;
+    };
+    std::fs::remove_file(f.join("model-00002-of-00003.safetensors")).unwrap();
+    refused(
+        &f,
+        &[],
+        &[
+            "model.safetensors.index.json",
+            "model-00002-of-00003.safetensors",
+            "missing",
+        ],
+    );
+
+    let f = copy_fixture("qwen3-sharded", tmp.path(), "truncated").unwrap();
+    let shard = f.join("model-00003-of-00003.safetensors");
+    let len = std::fs::metadata(&shard).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&shard)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    refused(&f, &[], &["model-00003-of-00003.safetensors"]);
+
+    let f = copy_fixture("qwen3-sharded", tmp.path(), "duplicate").unwrap();
+    std::fs::copy(
+        f.join("model-00001-of-00003.safetensors"),
+        f.join("model-00004-of-00003.safetensors"),
+    )
+    .unwrap();
+    let index_path = f.join("model.safetensors.index.json");
+    let mut index: Value =
+        serde_json::from_str(&std::fs::read_to_string(&index_path).unwrap()).unwrap();
+    let map = index["weight_map"].as_object_mut().unwrap();
+    let name = map
+        .iter()
+        .find(|(_, v)| v.as_str() == Some("model-00001-of-00003.safetensors"))
+        .map(|(k, _)| k.clone())
+        .unwrap();
+    map.insert(
+        name.clone(),
+        Value::String("model-00004-of-00003.safetensors".into()),
+    );
+    std::fs::write(&index_path, index.to_string()).unwrap();
+    refused(
+        &f,
+        &[],
+        &[name.as_str(), "model-00004-of-00003.safetensors"],
+    );
+
+    let f = copy_fixture("qwen3-sharded", tmp.path(), "bad-index").unwrap();
+    std::fs::write(
+        f.join("model.safetensors.index.json"),
+        b"{\"weight_map\": [",
+    )
+    .unwrap();
+    refused(&f, &[], &["model.safetensors.index.json"]);
 }

@@ -57,6 +57,20 @@ impl Arch for Llama {
     }
 
     fn parameters(&self, ctx: &mut Ctx<'_>) -> Result<()> {
+        let rp = super::rope_parameters(ctx.config);
+        let params = rp.get("full_attention").unwrap_or(&Json::Null);
+        let params = if params.is_object() { params } else { &Json::Object(rp.clone()) };
+        if params
+            .get("rope_type")
+            .and_then(Json::as_str)
+            .is_some_and(|t| t.eq_ignore_ascii_case("llama3"))
+        {
+            bail!(
+                "{}: llama3 rope scaling (the converter's generated rope_freqs tensor) is not \
+                 supported yet",
+                ctx.config.path().display()
+            );
+        }
         text_parameters(ctx)?;
         let c = ctx.config;
         let vocab = c

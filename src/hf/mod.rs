@@ -136,9 +136,21 @@ impl Default for ConvertOptions {
     }
 }
 
-/// Whether `path` is a Hugging Face model folder (a directory with a `config.json`).
+/// Whether `path` is a Hugging Face model folder: a directory with a `config.json` that
+/// names its architecture, or with tokenizer files beside it. (A folder of safetensors
+/// shards with a bare `config.json` is a container to convert as it is.)
 pub fn is_hf_folder(path: &Path) -> bool {
-    path.is_dir() && path.join("config.json").is_file()
+    if !path.is_dir() || !path.join("config.json").is_file() {
+        return false;
+    }
+    let tokenizer = ["tokenizer.json", "tokenizer.model", "tokenizer_config.json"]
+        .iter()
+        .any(|f| path.join(f).is_file());
+    tokenizer
+        || std::fs::read(path.join("config.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .is_some_and(|c| c.get("architectures").is_some())
 }
 
 /// An open Hugging Face folder: its config, its architecture and its mapped weights.

@@ -59,7 +59,11 @@ impl Arch for Llama {
     fn parameters(&self, ctx: &mut Ctx<'_>) -> Result<()> {
         let rp = super::rope_parameters(ctx.config);
         let params = rp.get("full_attention").unwrap_or(&Json::Null);
-        let params = if params.is_object() { params } else { &Json::Object(rp.clone()) };
+        let params = if params.is_object() {
+            params
+        } else {
+            &Json::Object(rp.clone())
+        };
         if params
             .get("rope_type")
             .and_then(Json::as_str)

@@ -4,10 +4,13 @@
 //! `convert_hf_to_gguf.py`'s byte for byte) quantized by llama.cpp's
 //! `llama_model_quantize`. The one-pass file must be identical, for the real
 //! all-MiniLM-L6-v2 (f32) and the generated folders: Qwen2/Qwen3 and Llama (bf16), and
-//! Mistral (f16, whose Q/K rows are read in interleaved head groups across several tasks).
+//! Mistral (f16, whose Q/K rows are read in interleaved head groups across several tasks);
+//! every preset with and without an importance matrix.
 
 #[path = "../../golden/hf_fixtures.rs"]
 mod hf_fixtures;
+#[path = "../../src/pipeline/imatrix/files.rs"]
+mod imatrix_files;
 mod llama_common;
 #[path = "../../golden/tiny_llama.rs"]
 mod tiny_llama;
@@ -16,24 +19,71 @@ use ggml_ref::llama::{Quantize, quantize};
 use llama_common::{first_difference, real_model, threads};
 use quantforge::hf::{ConvertOptions, HfFolder, HfModel, OutType};
 use quantforge::model::ModelSource;
+use quantforge::pipeline::imatrix::Imatrix;
 use quantforge::pipeline::plan::{ModelParams, Options, Preset, plan};
 use quantforge::pipeline::run::{RunOptions, run, tensor_specs};
+use quantforge_formats::gguf::{GgufModel, Value};
 use std::path::Path;
 
 const PRESETS: [&str; 5] = ["Q4_K_M", "Q8_0", "IQ4_XS", "Q6_K", "COPY"];
 
-fn one_pass(dir: &Path, out: &Path, preset: &str) {
+/// A random importance matrix (GGUF format) for every weight matrix of the GGUF at
+/// `model`, as llama-imatrix would collect one (no `token_embd`, which it never sees).
+fn random_imatrix(model: &Path, path: &Path) -> Imatrix {
+    let mut state = 0x1234_5678_9abc_def1u64;
+    let mut unit = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 40) as f32 / (1u64 << 24) as f32
+    };
+    let m = GgufModel::open(model).unwrap();
+    let mut entries = Vec::new();
+    for t in m.tensors() {
+        let ne = t.ne();
+        if ne.len() < 2 || ne[1] == 1 || t.name() == "token_embd.weight" {
+            continue;
+        }
+        let sums: Vec<f32> = (0..ne[0]).map(|_| 50.0 * unit() * unit()).collect();
+        entries.push((t.name().to_string(), sums, vec![123.0f32]));
+    }
+    let refs: Vec<_> = entries
+        .iter()
+        .map(|(n, s, c)| (n.as_str(), s.as_slice(), c.as_slice()))
+        .collect();
+    imatrix_files::gguf_builder(&refs, &["random.txt"], 37, 512)
+        .and_then(|b| b.write(path))
+        .unwrap();
+    Imatrix::load(path).unwrap()
+}
+
+fn one_pass(dir: &Path, out: &Path, preset: &str, imatrix: Option<(&Imatrix, &Path)>) {
     let model = HfModel::open(dir).unwrap();
     let md = model.gguf_metadata().unwrap();
     let params = ModelParams::from_gguf(&md).unwrap();
-    let options = Options::new(Preset::parse(preset).unwrap());
+    let mut options = Options::new(Preset::parse(preset).unwrap());
+    options.has_imatrix = imatrix.is_some();
     let p = plan(&params, &tensor_specs(&model).unwrap(), &options).unwrap();
     p.check_runnable().unwrap();
     let run_options = RunOptions {
         threads: threads(),
+        kv_overrides: imatrix
+            .map(|(m, f)| m.metadata(f.as_os_str().as_encoded_bytes()))
+            .unwrap_or_default(),
+        imatrix: imatrix.map(|(m, _)| m.clone()),
         ..RunOptions::default()
     };
     run(&model, &p, out, &run_options, |_| {}).unwrap();
+}
+
+/// llama.cpp's form of an imatrix key (llama-quantize writes them as overrides).
+fn kv_value(value: &Value) -> ggml_ref::llama::KvValue {
+    use ggml_ref::llama::KvValue;
+    match value {
+        Value::U32(v) => KvValue::Int(i64::from(*v)),
+        Value::String(s) => KvValue::Str(s.as_bytes().to_vec()),
+        other => panic!("no override of type {}", other.type_name()),
+    }
 }
 
 fn check(what: &str, dir: &Path, outtype: OutType) {
@@ -47,17 +97,37 @@ fn check(what: &str, dir: &Path, outtype: OutType) {
         })
         .unwrap();
     quantforge::hf::write(&conv, &converted).unwrap();
+    let imatrix_file = tmp.path().join("imatrix.gguf");
+    let imatrix = random_imatrix(&converted, &imatrix_file);
     let mut failures = Vec::new();
     for preset in PRESETS {
-        let (ours, theirs) = (tmp.path().join("ours.gguf"), tmp.path().join("llama.gguf"));
-        one_pass(dir, &ours, preset);
-        let options = Options::new(Preset::parse(preset).unwrap());
-        let mut q = Quantize::new(options.ftype.code());
-        q.only_copy = options.only_copy;
-        q.nthread = threads() as i32;
-        quantize(&converted, &theirs, &q).unwrap();
-        if let Some(d) = first_difference(&ours, &theirs) {
-            failures.push(format!("{what} {preset}: {d}"));
+        for with_imatrix in [false, true] {
+            if with_imatrix && preset == "COPY" {
+                continue;
+            }
+            let m = with_imatrix.then_some((&imatrix, imatrix_file.as_path()));
+            let (ours, theirs) = (tmp.path().join("ours.gguf"), tmp.path().join("llama.gguf"));
+            one_pass(dir, &ours, preset, m);
+            let options = Options::new(Preset::parse(preset).unwrap());
+            let mut q = Quantize::new(options.ftype.code());
+            q.only_copy = options.only_copy;
+            q.nthread = threads() as i32;
+            if let Some((m, f)) = m {
+                q.imatrix = m
+                    .entries()
+                    .map(|(name, values)| (name.to_vec(), values.to_vec()))
+                    .collect();
+                q.kv_overrides = m
+                    .metadata(f.as_os_str().as_encoded_bytes())
+                    .iter()
+                    .map(|(k, v)| (k.clone(), kv_value(v)))
+                    .collect();
+            }
+            quantize(&converted, &theirs, &q).unwrap();
+            if let Some(d) = first_difference(&ours, &theirs) {
+                let how = if with_imatrix { " with an imatrix" } else { "" };
+                failures.push(format!("{what} {preset}{how}: {d}"));
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

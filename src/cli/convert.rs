@@ -122,11 +122,6 @@ fn convert_gguf(args: &ConvertArgs, output: &Path) -> Result<()> {
 /// A Hugging Face folder converted as llama.cpp's converter converts it.
 fn convert_hf(args: &ConvertArgs) -> Result<()> {
     use quantforge::hf::{ConvertOptions, HfFolder, OutType};
-    if args.split_max_size.is_some() || args.split_max_tensors.is_some() {
-        bail!(
-            "--split-max-size and --split-max-tensors are not yet supported for Hugging Face folders"
-        );
-    }
     let folder = HfFolder::open(&args.input)?;
     let opts = ConvertOptions {
         outtype: OutType::parse(&args.outtype)?,
@@ -154,13 +149,15 @@ fn convert_hf(args: &ConvertArgs) -> Result<()> {
         );
         return Ok(());
     }
-    let w = quantforge::hf::write(&conv, &path)?;
-    println!(
-        "{}: {} tensors, {} bytes",
-        w.path.display(),
-        w.tensors,
-        w.bytes
-    );
+    for w in quantforge::hf::write_split(&conv, &path, args.split_max_tensors, args.split_max_size)?
+    {
+        println!(
+            "{}: {} tensors, {} bytes",
+            w.path.display(),
+            w.tensors,
+            w.bytes
+        );
+    }
     Ok(())
 }
 

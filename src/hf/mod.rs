@@ -27,7 +27,7 @@ pub mod tokenizer;
 mod write;
 
 pub use source::HfModel;
-pub use write::{Written, write};
+pub use write::{Written, part_paths, split_parts, write, write_split};
 
 use crate::error::{Context, Error, Result, bail, ensure};
 use arch::{Arch, TensorMap};

@@ -87,6 +87,102 @@ pub fn write(conv: &Conversion<'_>, path: &Path) -> Result<Written> {
     })
 }
 
+/// The converter's parts under `--split-max-tensors` / `--split-max-size` (gguf-py's
+/// `add_tensor_info`): a new part begins when the current one, not empty, holds
+/// `max_tensors` tensors or would grow past `max_bytes` of (unpadded) data with the next.
+pub fn split_parts(
+    tensors: &[OutTensor<'_>],
+    max_tensors: Option<u64>,
+    max_bytes: Option<u64>,
+) -> Result<Vec<std::ops::Range<usize>>> {
+    let mut parts: Vec<std::ops::Range<usize>> = Vec::new();
+    parts.push(0..0);
+    let mut bytes = 0u64;
+    for (i, t) in tensors.iter().enumerate() {
+        let n = t.ty.row_size(t.ne.first().copied().unwrap_or(1) as usize)? as u64
+            * t.ne.iter().skip(1).product::<u64>();
+        let cur = parts.last_mut().expect("one part at least");
+        let full = cur.start < cur.end
+            && (max_tensors.is_some_and(|m| cur.len() as u64 >= m)
+                || max_bytes.is_some_and(|m| bytes + n > m));
+        if full {
+            parts.push(i..i);
+            bytes = 0;
+        }
+        let cur = parts.last_mut().expect("one part at least");
+        cur.end = i + 1;
+        bytes += n;
+    }
+    Ok(parts)
+}
+
+/// The converter's part names: `STEM-00001-of-00003.gguf` beside `path`.
+pub fn part_paths(path: &Path, n: usize) -> Vec<PathBuf> {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    (1..=n)
+        .map(|i| path.with_file_name(format!("{stem}-{i:05}-of-{n:05}.gguf")))
+        .collect()
+}
+
+/// Writes `conv` as the converter does with `--split-max-tensors`/`--split-max-size`: one
+/// file when the tensors fit in one part, else parts named by [`part_paths`], the first
+/// with every key and each with `split.no`, `split.count` and `split.tensors.count`
+/// (in that order) last. No part takes its name until every part is written.
+pub fn write_split(
+    conv: &Conversion<'_>,
+    path: &Path,
+    max_tensors: Option<u64>,
+    max_bytes: Option<u64>,
+) -> Result<Vec<Written>> {
+    let parts = split_parts(&conv.tensors, max_tensors, max_bytes)?;
+    if parts.len() <= 1 || conv.tensors.is_empty() {
+        return Ok(vec![write(conv, path)?]);
+    }
+    let paths = part_paths(path, parts.len());
+    let count = u16::try_from(parts.len())
+        .map_err(|_| crate::error::Error::invalid("more than 65535 parts"))?;
+    let total = i32::try_from(conv.tensors.len())?;
+    let mut writers = Vec::with_capacity(parts.len());
+    for (k, (range, p)) in parts.iter().zip(&paths).enumerate() {
+        let mut b = GgufBuilder::new();
+        if k == 0 {
+            *b.metadata_mut() = conv.metadata.clone();
+        }
+        let md = b.metadata_mut();
+        md.set("split.no", quantforge_formats::gguf::Value::U16(k as u16))?;
+        md.set("split.count", quantforge_formats::gguf::Value::U16(count))?;
+        md.set(
+            "split.tensors.count",
+            quantforge_formats::gguf::Value::I32(total),
+        )?;
+        for t in &conv.tensors[range.clone()] {
+            b.declare_tensor(t.name.clone(), t.ty, &t.ne)?;
+        }
+        writers.push(b.create(p)?);
+    }
+    let mut gathered = Vec::new();
+    for (range, w) in parts.iter().zip(writers.iter_mut()) {
+        for t in &conv.tensors[range.clone()] {
+            t.file.prefetch(t.source.data())?;
+            write_tensor(t, w, &mut gathered)?;
+        }
+    }
+    let mut out = Vec::with_capacity(writers.len());
+    for ((range, w), p) in parts.iter().zip(writers).zip(paths) {
+        let bytes = w.bytes_written();
+        w.commit()?;
+        out.push(Written {
+            path: p,
+            tensors: range.len(),
+            bytes,
+        });
+    }
+    Ok(out)
+}
+
 /// Writes one tensor's data: its rows gathered in output order, widened and encoded a slab
 /// at a time on all threads (or copied when the type does not change).
 fn write_tensor<W: Write>(

@@ -7,6 +7,7 @@
 #![allow(dead_code)] // the test and the generator each use their part
 
 use quantforge::formats::gguf::{Array, GgufFile, Value};
+use quantforge::hf::tokenizer::pre;
 use serde_json::{Map, Value as Json, json};
 use std::path::Path;
 
@@ -30,6 +31,16 @@ pub fn write_all(vocabs: &Path, out: &Path) {
         std::fs::create_dir_all(&dir).unwrap();
         build(vocabs, &dir);
     }
+}
+
+/// The `pre_tokenizer` of a pre-tokenizer quantforge knows by configuration (the fixtures
+/// are built from that table, so the converter's hashes of them check it).
+fn known_pre(name: &str) -> Json {
+    pre::known()
+        .into_iter()
+        .find(|k| k.name == name)
+        .map(|k| k.pre_tokenizer)
+        .expect("a known pre-tokenizer")
 }
 
 /// splitmix64: the same numbers on every machine.
@@ -177,9 +188,6 @@ fn read_vocab(path: &Path) -> (Vec<String>, Vec<i32>, Vec<String>) {
     )
 }
 
-/// Llama 3's pre-tokenizer split.
-const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-
 /// A Llama-3-style model: byte-level BPE `tokenizer.json` rebuilt from
 /// `ggml-vocab-llama-bpe.gguf`, bf16 weights, grouped-query attention.
 fn llama_bpe(vocabs: &Path, dir: &Path) {
@@ -203,10 +211,7 @@ fn llama_bpe(vocabs: &Path, dir: &Path) {
         "padding": null,
         "added_tokens": added,
         "normalizer": null,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": LLAMA3_SPLIT}, "behavior": "Isolated", "invert": false},
-            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}
-        ]},
+        "pre_tokenizer": known_pre("llama-bpe"),
         "post_processor": {"type": "Sequence", "processors": [
             {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
             {"type": "TemplateProcessing",
@@ -351,9 +356,6 @@ fn llama_bpe(vocabs: &Path, dir: &Path) {
     write_safetensors(&dir.join("model.safetensors"), t);
 }
 
-/// Qwen2's pre-tokenizer split.
-const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-
 /// A Qwen2-style `tokenizer.json` and `tokenizer_config.json` from `ggml-vocab-qwen2.gguf`:
 /// NFC, byte-level BPE, no BOS; returns the number of tokens it defines.
 fn qwen_tokenizer(vocabs: &Path, dir: &Path) -> usize {
@@ -372,17 +374,14 @@ fn qwen_tokenizer(vocabs: &Path, dir: &Path) -> usize {
         }
         n = i + 1;
     }
-    let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false});
+    let byte_level = pre::byte_level(false, false);
     let tokenizer = json!({
         "version": "1.0",
         "truncation": null,
         "padding": null,
         "added_tokens": added,
         "normalizer": {"type": "NFC"},
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": QWEN2_SPLIT}, "behavior": "Isolated", "invert": false},
-            byte_level
-        ]},
+        "pre_tokenizer": known_pre("qwen2"),
         "post_processor": byte_level,
         "decoder": byte_level,
         "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "",
@@ -692,7 +691,7 @@ fn gpt2_tokenizer(vocabs: &Path, dir: &Path) -> usize {
             );
         }
     }
-    let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
+    let byte_level = known_pre("gpt-2");
     write_json(
         &dir.join("tokenizer.json"),
         &json!({

@@ -375,3 +375,66 @@ fn bad_shards_are_refused_with_the_file_and_tensor_named() {
     .unwrap();
     refused(&f, &[], &["model.safetensors.index.json"]);
 }
+
+/// Rewrites `tokenizer.json` of `dir` through `edit`.
+fn edit_tokenizer(dir: &Path, edit: impl FnOnce(&mut Value)) {
+    let path = dir.join("tokenizer.json");
+    let mut t: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut t);
+    std::fs::write(&path, serde_json::to_string(&t).unwrap()).unwrap();
+}
+
+#[test]
+fn an_unknown_pre_tokenizer_hash_is_named_by_its_configuration() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A finetune's added token changes the check text's ids: the converter refuses this
+    // folder ("BPE pre-tokenizer was not recognized", chkhsh a8ce96a8...).
+    let Some(f) = copy_fixture("llama-bpe-tiny", tmp.path(), "added-token") else {
+        return;
+    };
+    edit_tokenizer(&f, |t| {
+        for a in t["added_tokens"].as_array_mut().unwrap() {
+            if a["id"] == 128255 {
+                a["content"] = Value::String("\u{1F999}".into());
+                a["special"] = Value::Bool(false);
+            }
+        }
+    });
+    let out = tmp.path().join("added.gguf");
+    let r = quantforge(&["convert".as_ref(), f.as_os_str(), out.as_os_str()]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert!(
+        err.contains("warning") && err.contains("llama-bpe"),
+        "{err}"
+    );
+    assert!(
+        err.contains("a8ce96a8dac7bc413dd2b087fe2eac0fa7be95aaadd9700064ed915a7860f34a"),
+        "the converter's hash of this tokenizer: {err}"
+    );
+    let r = quantforge(&["inspect".as_ref(), out.as_os_str()]);
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(text.contains("\"llama-bpe\""), "{text}");
+
+    // A pre-tokenizer configured as no known one is refused, naming the nearest; a name
+    // given with --vocab-pre is taken.
+    let f = copy_fixture("llama-bpe-tiny", tmp.path(), "new-split").unwrap();
+    edit_tokenizer(&f, |t| {
+        let re = &mut t["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"];
+        *re = Value::String(re.as_str().unwrap().replace(r"\p{N}{1,3}", r"\p{N}{1,2}"));
+    });
+    refused(
+        &f,
+        &[],
+        &["tokenizer.json", "nearest: llama-bpe, qwen2", "--vocab-pre"],
+    );
+    let out = tmp.path().join("named.gguf");
+    let r = quantforge(&[
+        "convert".as_ref(),
+        f.as_os_str(),
+        out.as_os_str(),
+        "--vocab-pre".as_ref(),
+        "llama-bpe".as_ref(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+}

@@ -131,6 +131,9 @@ fn convert_hf(args: &ConvertArgs) -> Result<()> {
         vocab_pre: args.vocab_pre.clone(),
     };
     let conv = folder.conversion(&opts)?;
+    for w in &conv.warnings {
+        eprintln!("quantforge: warning: {w}");
+    }
     let ftype = conv.outtype.name();
     let path = match &args.output {
         None => args.input.join(format!("{}.gguf", conv.default_stem)),

@@ -260,7 +260,11 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     // A Hugging Face folder is read as the GGUF llama.cpp's converter makes of it with the
     // checkpoint's own float type, so the output is that of converter + quantizer.
     let model = if quantforge::hf::is_hf_folder(&args.input) {
-        Source::Hf(Box::new(HfModel::open(&args.input)?))
+        let m = HfModel::open(&args.input)?;
+        for w in m.warnings() {
+            eprintln!("quantforge: warning: {w}");
+        }
+        Source::Hf(Box::new(m))
     } else {
         Source::Model(match file_kind::detect(&args.input)? {
             FileKind::Safetensors => ModelFolder::open(&args.input)

@@ -206,6 +206,8 @@ pub struct Conversion<'a> {
     /// The converter's default file name stem (`all-MiniLM-L6-23M-v2-F16`), used when no
     /// output path is given or the path is a directory.
     pub default_stem: String,
+    /// What the user should know about choices made where the converter would refuse.
+    pub warnings: Vec<String>,
 }
 
 /// What an architecture module works with while it writes its keys.
@@ -226,6 +228,8 @@ pub struct Ctx<'a> {
     pub outtype: OutType,
     /// `--vocab-pre`.
     pub vocab_pre: Option<String>,
+    /// Warnings for the user (a pre-tokenizer named by its configuration).
+    pub warnings: Vec<String>,
 }
 
 impl Ctx<'_> {
@@ -315,6 +319,7 @@ impl HfFolder {
             block_count,
             outtype,
             vocab_pre: opts.vocab_pre.clone(),
+            warnings: Vec::new(),
         };
         ctx.put("general.architecture", table.name)?;
 
@@ -395,6 +400,7 @@ impl HfFolder {
             tensors,
             outtype,
             default_stem,
+            warnings: ctx.warnings,
         })
     }
 }

@@ -20,6 +20,7 @@ pub struct HfModel {
     folder: HfFolder,
     metadata: Metadata,
     recipes: Vec<Recipe>,
+    warnings: Vec<String>,
 }
 
 /// How one tensor of the intermediate GGUF is read.
@@ -51,7 +52,7 @@ impl HfModel {
     /// type.
     pub fn open(dir: &Path) -> Result<HfModel> {
         let folder = HfFolder::open(dir)?;
-        let (metadata, recipes) = {
+        let (metadata, recipes, warnings) = {
             let outtype = source_outtype(&folder)?;
             let conv = folder.conversion(&ConvertOptions {
                 outtype,
@@ -107,13 +108,19 @@ impl HfModel {
                     group,
                 });
             }
-            (conv.metadata, recipes)
+            (conv.metadata, recipes, conv.warnings)
         };
         Ok(HfModel {
             folder,
             metadata,
             recipes,
+            warnings,
         })
+    }
+
+    /// What the user should know about the reading (see [`super::Conversion::warnings`]).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 }
 

@@ -3,7 +3,8 @@
 
 use super::{Arch, ArchTable, Modified, text_filter, text_parameters};
 use crate::error::{Error, Result};
-use crate::hf::tokenizer::special::SpecialVocab;
+use crate::hf::tokenizer::pre;
+use crate::hf::tokenizer::special::{SpecialVocab, read_tokenizer_meta};
 use crate::hf::tokenizer::{HfTokenizer, load_beside, token_type};
 use crate::hf::{Ctx, json_u32};
 use quantforge_formats::gguf::{Array, StringArray, Value};
@@ -100,18 +101,32 @@ impl Arch for Bert {
 }
 
 /// The pre-tokenizer name: `--vocab-pre`, else the converter's hash table.
-pub(crate) fn pre_name(ctx: &Ctx<'_>, tok: &HfTokenizer) -> Result<String> {
+pub(crate) fn pre_name(ctx: &mut Ctx<'_>, tok: &HfTokenizer) -> Result<String> {
     if let Some(p) = &ctx.vocab_pre {
         return Ok(p.clone());
     }
     let (hash, name) = tok.pre_by_hash()?;
-    name.map(str::to_string).ok_or_else(|| {
-        Error::invalid(format!(
-            "{}: the BPE pre-tokenizer (check-text hash {hash}) is not one the converter knows; \
-             name it with --vocab-pre",
-            ctx.dir.join("tokenizer.json").display()
-        ))
-    })
+    if let Some(name) = name {
+        return Ok(name.to_string());
+    }
+    // The converter refuses here; a pre-tokenizer configured as a known one is that one.
+    let path = ctx.dir.join("tokenizer.json");
+    let meta = read_tokenizer_meta(ctx.dir)?.unwrap_or_default();
+    if let Some(name) = pre::by_config(&meta.normalizer, &meta.pre_tokenizer) {
+        ctx.warnings.push(format!(
+            "{}: the BPE pre-tokenizer's check-text hash {hash} is not in the converter's \
+             table (it would refuse this folder); its normalizer and pre-tokenizer are \
+             configured as {name}'s, so tokenizer.ggml.pre is {name} (--vocab-pre overrides)",
+            path.display()
+        ));
+        return Ok(name.to_string());
+    }
+    Err(Error::invalid(format!(
+        "{}: the BPE pre-tokenizer (check-text hash {hash}) is neither in the converter's \
+         table nor configured as a known one (nearest: {}); name it with --vocab-pre",
+        path.display(),
+        pre::nearest(&meta.pre_tokenizer).join(", ")
+    )))
 }
 
 /// Classifier labels (`id2label` unless it is the two placeholder labels `transformers`

@@ -3,6 +3,7 @@
 //! hash is computed by the same encoder), and the special tokens and flags gguf-py's
 //! `SpecialVocab` derives from the tokenizer files ([`special`]).
 
+pub mod pre;
 pub mod special;
 
 use super::tables::{CHKTXT, PRE_HASHES};

@@ -52,6 +52,9 @@ pub struct TokenizerMeta {
     /// `normalizer`.
     #[serde(default)]
     pub normalizer: Json,
+    /// `pre_tokenizer`.
+    #[serde(default)]
+    pub pre_tokenizer: Json,
     /// `post_processor`.
     #[serde(default)]
     pub post_processor: Json,

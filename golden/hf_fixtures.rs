@@ -21,6 +21,7 @@ pub const FIXTURES: &[(&str, Builder)] = &[
     ("qwen3-tiny", qwen3),
     ("mistral-f16-tiny", mistral_f16),
     ("qwen3-sharded", qwen3_sharded),
+    ("llama2-spm-tiny", llama2_spm),
 ];
 
 /// Writes every fixture under `out`, reading vocabularies from `vocabs`.
@@ -162,6 +163,60 @@ fn write_safetensors(path: &Path, mut tensors: Vec<St>) {
 
 fn write_json(path: &Path, v: &Json) {
     std::fs::write(path, serde_json::to_string_pretty(v).unwrap() + "\n").unwrap();
+}
+
+/// Protobuf: a varint.
+fn pb_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Protobuf: a length-delimited field.
+fn pb_bytes(out: &mut Vec<u8>, field: u64, b: &[u8]) {
+    pb_varint(out, field << 3 | 2);
+    pb_varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+/// Protobuf: a varint field.
+fn pb_uint(out: &mut Vec<u8>, field: u64, v: u64) {
+    pb_varint(out, field << 3);
+    pb_varint(out, v);
+}
+
+/// A SentencePiece `tokenizer.model` (BPE with byte fallback, as Llama 2's) holding the
+/// tokens, scores and types of a llama.cpp vocabulary file.
+fn write_sentencepiece(path: &Path, tokens: &[String], scores: &[f32], types: &[i32]) {
+    let mut out = Vec::new();
+    for ((t, s), ty) in tokens.iter().zip(scores).zip(types) {
+        let mut piece = Vec::new();
+        pb_bytes(&mut piece, 1, t.as_bytes());
+        pb_varint(&mut piece, 2 << 3 | 5);
+        piece.extend_from_slice(&s.to_le_bytes());
+        if *ty != 1 {
+            pb_uint(&mut piece, 3, *ty as u64);
+        }
+        pb_bytes(&mut out, 1, &piece);
+    }
+    let mut trainer = Vec::new();
+    pb_uint(&mut trainer, 3, 2); // model_type: BPE
+    pb_uint(&mut trainer, 4, tokens.len() as u64); // vocab_size
+    pb_uint(&mut trainer, 35, 1); // byte_fallback
+    pb_uint(&mut trainer, 40, 0); // unk_id
+    pb_uint(&mut trainer, 41, 1); // bos_id
+    pb_uint(&mut trainer, 42, 2); // eos_id
+    pb_uint(&mut trainer, 43, u64::MAX); // pad_id: -1
+    pb_bytes(&mut out, 2, &trainer);
+    let mut normalizer = Vec::new();
+    pb_bytes(&mut normalizer, 1, b"identity");
+    pb_uint(&mut normalizer, 3, 1); // add_dummy_prefix
+    pb_uint(&mut normalizer, 4, 0); // remove_extra_whitespaces
+    pb_uint(&mut normalizer, 5, 1); // escape_whitespaces
+    pb_bytes(&mut out, 3, &normalizer);
+    std::fs::write(path, out).unwrap();
 }
 
 /// Tokens, types and merges of a llama.cpp vocabulary file.
@@ -911,6 +966,129 @@ pub fn llama_bench(vocabs: &Path, dir: &Path, layers: usize) {
             1.0,
         ));
         t.push(random_bf16(
+            &mut rng,
+            &format!("{p}.post_attention_layernorm.weight"),
+            &[embd],
+            0.05,
+            1.0,
+        ));
+    }
+    write_safetensors(&dir.join("model.safetensors"), t);
+}
+
+/// A Llama-2-style model: a SentencePiece `tokenizer.model` rebuilt from
+/// `ggml-vocab-llama-spm.gguf`, f16 weights, full multi-head attention, an added token in
+/// `tokenizer_config.json`.
+fn llama2_spm(vocabs: &Path, dir: &Path) {
+    let path = vocabs.join("ggml-vocab-llama-spm.gguf");
+    let (tokens, types, _) = read_vocab(&path);
+    let f = GgufFile::open(&path).unwrap();
+    let scores = match f.metadata().get("tokenizer.ggml.scores") {
+        Some(Value::Array(Array::F32(s))) => s.clone(),
+        _ => panic!("{}: no scores", path.display()),
+    };
+    write_sentencepiece(&dir.join("tokenizer.model"), &tokens, &scores, &types);
+    write_json(
+        &dir.join("tokenizer_config.json"),
+        &json!({
+            "add_bos_token": true,
+            "add_eos_token": false,
+            "bos_token": {"__type": "AddedToken", "content": "<s>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false},
+            "eos_token": {"__type": "AddedToken", "content": "</s>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false},
+            "unk_token": {"__type": "AddedToken", "content": "<unk>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false},
+            "pad_token": null,
+            "added_tokens_decoder": {
+                "0": {"content": "<unk>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false, "special": true},
+                "1": {"content": "<s>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false, "special": true},
+                "2": {"content": "</s>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false, "special": true},
+                "31999": {"content": "<|user|>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false, "special": false}
+            },
+            "legacy": false,
+            "model_max_length": 4096,
+            "sp_model_kwargs": {},
+            "tokenizer_class": "LlamaTokenizer",
+            "chat_template": "{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}"
+        }),
+    );
+    let (embd, ff, layers, heads, vocab_n) = (128usize, 256usize, 2usize, 4usize, tokens.len());
+    let head_dim = embd / heads;
+    write_json(
+        &dir.join("config.json"),
+        &json!({
+            "architectures": ["LlamaForCausalLM"],
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "hidden_act": "silu",
+            "hidden_size": embd,
+            "initializer_range": 0.02,
+            "intermediate_size": ff,
+            "max_position_embeddings": 4096,
+            "model_type": "llama",
+            "num_attention_heads": heads,
+            "num_hidden_layers": layers,
+            "num_key_value_heads": heads,
+            "pretraining_tp": 1,
+            "rms_norm_eps": 1e-5,
+            "rope_scaling": null,
+            "tie_word_embeddings": false,
+            "torch_dtype": "float16",
+            "transformers_version": "4.57.6",
+            "use_cache": true,
+            "vocab_size": vocab_n
+        }),
+    );
+    let mut rng = Rng(0x006c_6c32_7370);
+    let mut t = vec![
+        random_f16(
+            &mut rng,
+            "model.embed_tokens.weight",
+            &[vocab_n, embd],
+            0.02,
+            0.0,
+        ),
+        random_f16(&mut rng, "lm_head.weight", &[vocab_n, embd], 0.02, 0.0),
+        random_f16(&mut rng, "model.norm.weight", &[embd], 0.05, 1.0),
+    ];
+    for l in 0..layers {
+        let p = format!("model.layers.{l}");
+        for name in ["q", "k", "v", "o"] {
+            t.push(random_f16(
+                &mut rng,
+                &format!("{p}.self_attn.{name}_proj.weight"),
+                &[heads * head_dim, embd],
+                0.05,
+                0.0,
+            ));
+        }
+        t.push(random_f16(
+            &mut rng,
+            &format!("{p}.mlp.gate_proj.weight"),
+            &[ff, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_f16(
+            &mut rng,
+            &format!("{p}.mlp.up_proj.weight"),
+            &[ff, embd],
+            0.05,
+            0.0,
+        ));
+        t.push(random_f16(
+            &mut rng,
+            &format!("{p}.mlp.down_proj.weight"),
+            &[embd, ff],
+            0.05,
+            0.0,
+        ));
+        t.push(random_f16(
+            &mut rng,
+            &format!("{p}.input_layernorm.weight"),
+            &[embd],
+            0.05,
+            1.0,
+        ));
+        t.push(random_f16(
             &mut rng,
             &format!("{p}.post_attention_layernorm.weight"),
             &[embd],

@@ -74,7 +74,7 @@ fn every_recorded_case_converts_to_the_converters_bytes() {
     )
     .unwrap();
     let cases = spec["cases"].as_array().unwrap();
-    assert!(cases.len() >= 35);
+    assert!(cases.len() >= 39);
     for (i, case) in cases.iter().enumerate() {
         let tmp = tempfile::tempdir().unwrap();
         let source = match case.get("fixture") {
@@ -437,4 +437,16 @@ fn an_unknown_pre_tokenizer_hash_is_named_by_its_configuration() {
         "llama-bpe".as_ref(),
     ]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+}
+
+#[test]
+fn a_malformed_sentencepiece_model_is_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(f) = copy_fixture("llama2-spm-tiny", tmp.path(), "bad-spm") else {
+        return;
+    };
+    let mut bytes = std::fs::read(f.join("tokenizer.model")).unwrap();
+    bytes.truncate(bytes.len() / 3);
+    std::fs::write(f.join("tokenizer.model"), bytes).unwrap();
+    refused(&f, &[], &["tokenizer.model", "not a SentencePiece model"]);
 }

@@ -107,10 +107,8 @@ impl Arch for Llama {
             ctx.put("tokenizer.ggml.add_space_prefix", *p)?;
         }
         if ctx.dir.join("tokenizer.model").is_file() {
-            bail!(
-                "{}: SentencePiece vocabularies are not supported yet",
-                ctx.dir.join("tokenizer.model").display()
-            );
+            sentencepiece_vocab(ctx)?;
+            return llama_special_cases(ctx);
         }
         let dir = ctx.dir;
         let (tok, special) = load_beside(dir, || {
@@ -133,15 +131,101 @@ impl Arch for Llama {
             SpecialVocab::load_with(dir, meta, true, None)
         });
         gpt2_vocab(ctx, tok?, special?)?;
-        let vocab_size = ctx.config.get("vocab_size").and_then(Json::as_u64);
-        if vocab_size == Some(32016) {
-            bail!("CodeLlama infill tokens are not supported yet");
-        }
-        if vocab_size == Some(49152) {
-            ctx.put("tokenizer.ggml.add_bos_token", false)?;
-        }
-        Ok(())
+        llama_special_cases(ctx)
     }
+}
+
+/// What `LlamaModel.set_vocab` adds for CodeLlama's and Granite's vocabulary sizes.
+fn llama_special_cases(ctx: &mut Ctx<'_>) -> Result<()> {
+    let vocab_size = ctx.config.get("vocab_size").and_then(Json::as_u64);
+    if vocab_size == Some(32016) {
+        bail!("CodeLlama infill tokens are not supported yet");
+    }
+    if vocab_size == Some(49152) {
+        ctx.put("tokenizer.ggml.add_bos_token", false)?;
+    }
+    Ok(())
+}
+
+/// `_set_vocab_sentencepiece`: the pieces of `tokenizer.model`, then `added_tokens.json`
+/// and `tokenizer_config.json`'s `added_tokens_decoder` over them, padded to the
+/// configured vocabulary size.
+pub(crate) fn sentencepiece_vocab(ctx: &mut Ctx<'_>) -> Result<()> {
+    use crate::hf::tokenizer::spm::{PieceType, read_pieces};
+    use crate::hf::tokenizer::{looks_special, token_type};
+    let dir = ctx.dir;
+    let pieces = read_pieces(&dir.join("tokenizer.model"))?;
+    let configured = ctx
+        .config
+        .find(&["vocab_size_per_layer_input", "vocab_size"])
+        .and_then(|(_, v)| v.as_u64())
+        .filter(|&n| n > 0);
+    let vocab_size = match configured {
+        Some(n) => usize::try_from(n)?,
+        None => pieces.len(),
+    };
+    let mut tokens: Vec<String> = (0..vocab_size).map(|i| format!("[PAD{i}]")).collect();
+    let mut scores = vec![-10000.0f32; vocab_size];
+    let mut types = vec![token_type::UNUSED; vocab_size];
+    for (id, p) in pieces.iter().enumerate().take(vocab_size) {
+        tokens[id] = p.text.clone();
+        scores[id] = p.score;
+        types[id] = match p.kind {
+            PieceType::Unknown => 2,
+            PieceType::Control => token_type::CONTROL,
+            PieceType::Unused => token_type::UNUSED,
+            PieceType::Byte => 6,
+            PieceType::Normal | PieceType::UserDefined => token_type::NORMAL,
+        };
+    }
+    if let Some(added) = read_object(&dir.join("added_tokens.json"))? {
+        for (key, id) in added {
+            let Some(id) = id.as_u64().and_then(|i| usize::try_from(i).ok()) else {
+                continue;
+            };
+            if id < vocab_size {
+                tokens[id] = key;
+                scores[id] = -1000.0;
+                types[id] = token_type::USER_DEFINED;
+            }
+        }
+    }
+    if let Some(cfg) = read_object(&dir.join("tokenizer_config.json"))?
+        && let Some(Json::Object(decoder)) = cfg.get("added_tokens_decoder")
+    {
+        for (id, data) in decoder {
+            let Ok(id) = id.parse::<usize>() else {
+                continue;
+            };
+            let Some(content) = data.get("content").and_then(Json::as_str) else {
+                continue;
+            };
+            if id >= vocab_size {
+                continue;
+            }
+            let special = data.get("special").and_then(Json::as_bool).unwrap_or(false);
+            let token = if special || looks_special(content) {
+                types[id] = token_type::CONTROL;
+                content.to_string()
+            } else {
+                types[id] = token_type::USER_DEFINED;
+                content.replace('\u{2581}', " ")
+            };
+            scores[id] = -1000.0;
+            tokens[id] = token;
+        }
+    }
+    let n = tokens.len();
+    let mut list = StringArray::with_capacity(n, 0);
+    for t in &tokens {
+        list.push(t);
+    }
+    ctx.put("tokenizer.ggml.model", "llama")?;
+    ctx.put("tokenizer.ggml.pre", "default")?;
+    ctx.put("tokenizer.ggml.tokens", Value::Array(Array::String(list)))?;
+    ctx.put("tokenizer.ggml.scores", Value::Array(Array::F32(scores)))?;
+    ctx.put("tokenizer.ggml.token_type", Value::Array(Array::I32(types)))?;
+    SpecialVocab::load(dir, false, Some(n))?.write(&mut ctx.metadata)
 }
 
 /// `_set_vocab_gpt2`: a byte-level BPE vocabulary with its merges (`special`: the

@@ -45,10 +45,7 @@ impl Arch for Qwen {
 
     fn vocab(&self, ctx: &mut Ctx<'_>) -> Result<()> {
         if ctx.dir.join("tokenizer.model").is_file() {
-            bail!(
-                "{}: SentencePiece vocabularies are not supported yet",
-                ctx.dir.join("tokenizer.model").display()
-            );
+            return super::llama::sentencepiece_vocab(ctx);
         }
         super::llama::load_gpt2_vocab(ctx)
     }

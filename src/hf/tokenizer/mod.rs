@@ -5,6 +5,7 @@
 
 pub mod pre;
 pub mod special;
+pub mod spm;
 
 use super::tables::{CHKTXT, PRE_HASHES};
 use crate::error::{Error, Result};

@@ -218,7 +218,7 @@ impl GeneralMeta {
             let ids = value.map(list).unwrap_or_default();
             let out = self.base_models.get_or_insert_with(Vec::new);
             for id in ids {
-                out.push(reference(&id, total_params, true));
+                out.push(reference(&id, total_params));
             }
         }
         if ["datasets", "dataset", "dataset_sources"]
@@ -232,7 +232,7 @@ impl GeneralMeta {
             let ids = value.map(list).unwrap_or_default();
             let out = self.datasets.get_or_insert_with(Vec::new);
             for id in ids {
-                out.push(reference(&id, total_params, true));
+                out.push(reference(&id, total_params));
             }
         }
         use_card(&mut self.license, "license");
@@ -449,7 +449,7 @@ fn objects(v: &Json) -> Vec<Map<String, Json>> {
 }
 
 /// A base model or dataset entry of the card: a URL, a Hugging Face id or an object.
-fn reference(id: &Json, total_params: i64, _with_repo: bool) -> Map<String, Json> {
+fn reference(id: &Json, total_params: i64) -> Map<String, Json> {
     static HF_URL: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"^https?://huggingface.co/([^/]+/[^/]+)$").unwrap());
     let mut out = Map::new();

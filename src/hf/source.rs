@@ -65,7 +65,7 @@ impl HfModel {
                 // A 2-D Q/K weight is read in interleaved row groups (one per head); a 1-D
                 // Q/K bias is small and permuted here, element by element.
                 let (group, permuted) = match (t.permute, t.ne.len()) {
-                    (Some(heads), 1) => {
+                    (Some(_), 1) => {
                         let elem = t.source.data().len() / rows.max(1);
                         let data = t.source.data();
                         let mut v = Vec::with_capacity(data.len());
@@ -73,7 +73,6 @@ impl HfModel {
                             let s = t.source_index(r, rows);
                             v.extend_from_slice(&data[s * elem..(s + 1) * elem]);
                         }
-                        let _ = heads;
                         (1, Some(v))
                     }
                     (Some(heads), _) => (rows / heads, None),

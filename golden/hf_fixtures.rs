@@ -107,6 +107,31 @@ fn random_bf16(rng: &mut Rng, name: &str, shape: &[usize], scale: f32, offset: f
     }
 }
 
+/// Draws one tensor: (rng, name, shape, scale, offset).
+type Draw = fn(&mut Rng, &str, &[usize], f32, f32) -> St;
+
+/// Pushes block `l` of a Llama-style model, widths `[embd, ff, q_rows, kv_rows]`: Q, K, V,
+/// output, gate, up and down weights, then the two norms, in that order of draws.
+fn llama_block(t: &mut Vec<St>, rng: &mut Rng, draw: Draw, l: usize, dims: [usize; 4]) {
+    let [embd, ff, q_rows, kv_rows] = dims;
+    let p = format!("model.layers.{l}");
+    let shapes: [(&str, [usize; 2]); 7] = [
+        ("self_attn.q_proj", [q_rows, embd]),
+        ("self_attn.k_proj", [kv_rows, embd]),
+        ("self_attn.v_proj", [kv_rows, embd]),
+        ("self_attn.o_proj", [embd, q_rows]),
+        ("mlp.gate_proj", [ff, embd]),
+        ("mlp.up_proj", [ff, embd]),
+        ("mlp.down_proj", [embd, ff]),
+    ];
+    for (name, shape) in shapes {
+        t.push(draw(rng, &format!("{p}.{name}.weight"), &shape, 0.05, 0.0));
+    }
+    for norm in ["input_layernorm", "post_attention_layernorm"] {
+        t.push(draw(rng, &format!("{p}.{norm}.weight"), &[embd], 0.05, 1.0));
+    }
+}
+
 /// Writes `tensors` as `parts` shards `model-0000K-of-0000N.safetensors` (tensors dealt
 /// out in turn, so each shard holds names from all over the model) and the
 /// `model.safetensors.index.json` that maps them, as `save_pretrained` shards a model.
@@ -343,70 +368,13 @@ fn llama_bpe(vocabs: &Path, dir: &Path) {
         random_bf16(&mut rng, "model.norm.weight", &[embd], 0.05, 1.0),
     ];
     for l in 0..layers {
-        let p = format!("model.layers.{l}");
-        t.push(random_bf16(
+        llama_block(
+            &mut t,
             &mut rng,
-            &format!("{p}.self_attn.q_proj.weight"),
-            &[heads * head_dim, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.self_attn.k_proj.weight"),
-            &[kv * head_dim, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.self_attn.v_proj.weight"),
-            &[kv * head_dim, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.self_attn.o_proj.weight"),
-            &[embd, heads * head_dim],
-            0.05,
-            0.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.mlp.gate_proj.weight"),
-            &[ff, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.mlp.up_proj.weight"),
-            &[ff, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.mlp.down_proj.weight"),
-            &[embd, ff],
-            0.05,
-            0.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.input_layernorm.weight"),
-            &[embd],
-            0.05,
-            1.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.post_attention_layernorm.weight"),
-            &[embd],
-            0.05,
-            1.0,
-        ));
+            random_bf16,
+            l,
+            [embd, ff, heads * head_dim, kv * head_dim],
+        );
     }
     write_safetensors(&dir.join("model.safetensors"), t);
 }
@@ -811,70 +779,13 @@ fn mistral_f16(vocabs: &Path, dir: &Path) {
         random_f16(&mut rng, "model.norm.weight", &[embd], 0.05, 1.0),
     ];
     for l in 0..layers {
-        let p = format!("model.layers.{l}");
-        t.push(random_f16(
+        llama_block(
+            &mut t,
             &mut rng,
-            &format!("{p}.self_attn.q_proj.weight"),
-            &[heads * head_dim, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_f16(
-            &mut rng,
-            &format!("{p}.self_attn.k_proj.weight"),
-            &[kv * head_dim, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_f16(
-            &mut rng,
-            &format!("{p}.self_attn.v_proj.weight"),
-            &[kv * head_dim, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_f16(
-            &mut rng,
-            &format!("{p}.self_attn.o_proj.weight"),
-            &[embd, heads * head_dim],
-            0.05,
-            0.0,
-        ));
-        t.push(random_f16(
-            &mut rng,
-            &format!("{p}.mlp.gate_proj.weight"),
-            &[ff, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_f16(
-            &mut rng,
-            &format!("{p}.mlp.up_proj.weight"),
-            &[ff, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_f16(
-            &mut rng,
-            &format!("{p}.mlp.down_proj.weight"),
-            &[embd, ff],
-            0.05,
-            0.0,
-        ));
-        t.push(random_f16(
-            &mut rng,
-            &format!("{p}.input_layernorm.weight"),
-            &[embd],
-            0.05,
-            1.0,
-        ));
-        t.push(random_f16(
-            &mut rng,
-            &format!("{p}.post_attention_layernorm.weight"),
-            &[embd],
-            0.05,
-            1.0,
-        ));
+            random_f16,
+            l,
+            [embd, ff, heads * head_dim, kv * head_dim],
+        );
     }
     write_safetensors(&dir.join("model.safetensors"), t);
 }
@@ -908,70 +819,13 @@ pub fn llama_bench(vocabs: &Path, dir: &Path, layers: usize) {
         random_bf16(&mut rng, "model.norm.weight", &[embd], 0.05, 1.0),
     ];
     for l in 0..layers {
-        let p = format!("model.layers.{l}");
-        t.push(random_bf16(
+        llama_block(
+            &mut t,
             &mut rng,
-            &format!("{p}.self_attn.q_proj.weight"),
-            &[heads * head_dim, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.self_attn.k_proj.weight"),
-            &[kv * head_dim, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.self_attn.v_proj.weight"),
-            &[kv * head_dim, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.self_attn.o_proj.weight"),
-            &[embd, heads * head_dim],
-            0.05,
-            0.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.mlp.gate_proj.weight"),
-            &[ff, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.mlp.up_proj.weight"),
-            &[ff, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.mlp.down_proj.weight"),
-            &[embd, ff],
-            0.05,
-            0.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.input_layernorm.weight"),
-            &[embd],
-            0.05,
-            1.0,
-        ));
-        t.push(random_bf16(
-            &mut rng,
-            &format!("{p}.post_attention_layernorm.weight"),
-            &[embd],
-            0.05,
-            1.0,
-        ));
+            random_bf16,
+            l,
+            [embd, ff, heads * head_dim, kv * head_dim],
+        );
     }
     write_safetensors(&dir.join("model.safetensors"), t);
 }
@@ -1050,51 +904,13 @@ fn llama2_spm(vocabs: &Path, dir: &Path) {
         random_f16(&mut rng, "model.norm.weight", &[embd], 0.05, 1.0),
     ];
     for l in 0..layers {
-        let p = format!("model.layers.{l}");
-        for name in ["q", "k", "v", "o"] {
-            t.push(random_f16(
-                &mut rng,
-                &format!("{p}.self_attn.{name}_proj.weight"),
-                &[heads * head_dim, embd],
-                0.05,
-                0.0,
-            ));
-        }
-        t.push(random_f16(
+        llama_block(
+            &mut t,
             &mut rng,
-            &format!("{p}.mlp.gate_proj.weight"),
-            &[ff, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_f16(
-            &mut rng,
-            &format!("{p}.mlp.up_proj.weight"),
-            &[ff, embd],
-            0.05,
-            0.0,
-        ));
-        t.push(random_f16(
-            &mut rng,
-            &format!("{p}.mlp.down_proj.weight"),
-            &[embd, ff],
-            0.05,
-            0.0,
-        ));
-        t.push(random_f16(
-            &mut rng,
-            &format!("{p}.input_layernorm.weight"),
-            &[embd],
-            0.05,
-            1.0,
-        ));
-        t.push(random_f16(
-            &mut rng,
-            &format!("{p}.post_attention_layernorm.weight"),
-            &[embd],
-            0.05,
-            1.0,
-        ));
+            random_f16,
+            l,
+            [embd, ff, heads * head_dim, heads * head_dim],
+        );
     }
     write_safetensors(&dir.join("model.safetensors"), t);
 }

@@ -3,6 +3,7 @@
 //! `_name_or_path`, the folder's own name, `generation_config.json`'s sampling keys, a
 //! `--metadata` override file and `--model-name`, in that order of precedence reversed.
 
+use super::tokenizer::special::read_object;
 use crate::error::{Error, Result};
 use quantforge_formats::gguf::{Array, Metadata, StringArray, Value};
 use regex::Regex;
@@ -86,8 +87,8 @@ impl GeneralMeta {
         total_params: u64,
     ) -> Result<GeneralMeta> {
         let card = load_model_card(dir)?;
-        let hf = read_json_object(&dir.join("config.json"))?.unwrap_or_default();
-        let gen_config = read_json_object(&dir.join("generation_config.json"))
+        let hf = read_object(&dir.join("config.json"))?.unwrap_or_default();
+        let gen_config = read_object(&dir.join("generation_config.json"))
             .ok()
             .flatten()
             .unwrap_or_default();
@@ -110,7 +111,7 @@ impl GeneralMeta {
         }
 
         if let Some(path) = override_file.filter(|p| p.is_file()) {
-            let o = read_json_object(path)?.unwrap_or_default();
+            let o = read_object(path)?.unwrap_or_default();
             for (key, slot) in sampling.iter_mut() {
                 if let Some(v) = o.get(*key) {
                     *slot = Some(v.clone());
@@ -207,34 +208,25 @@ impl GeneralMeta {
         use_card(&mut self.author, "model_creator");
         use_card(&mut self.basename, "model_type");
 
-        if ["base_model", "base_models", "base_model_sources"]
-            .iter()
-            .any(|k| card.contains_key(*k))
-        {
-            let value = card
-                .get("base_model")
-                .or_else(|| card.get("base_models"))
-                .or_else(|| card.get("base_model_sources"));
-            let ids = value.map(list).unwrap_or_default();
-            let out = self.base_models.get_or_insert_with(Vec::new);
-            for id in ids {
+        let references = |slot: &mut Option<Vec<Map<String, Json>>>, keys: [&str; 3]| {
+            // The first key present gives the value (even a null one), as `dict.get`
+            // with defaults does.
+            let Some(value) = keys.iter().find_map(|k| card.get(*k)) else {
+                return;
+            };
+            let out = slot.get_or_insert_with(Vec::new);
+            for id in list(value) {
                 out.push(reference(&id, total_params));
             }
-        }
-        if ["datasets", "dataset", "dataset_sources"]
-            .iter()
-            .any(|k| card.contains_key(*k))
-        {
-            let value = card
-                .get("datasets")
-                .or_else(|| card.get("dataset"))
-                .or_else(|| card.get("dataset_sources"));
-            let ids = value.map(list).unwrap_or_default();
-            let out = self.datasets.get_or_insert_with(Vec::new);
-            for id in ids {
-                out.push(reference(&id, total_params));
-            }
-        }
+        };
+        references(
+            &mut self.base_models,
+            ["base_model", "base_models", "base_model_sources"],
+        );
+        references(
+            &mut self.datasets,
+            ["datasets", "dataset", "dataset_sources"],
+        );
         use_card(&mut self.license, "license");
         use_card(&mut self.license_name, "license_name");
         use_card(&mut self.license_link, "license_link");
@@ -494,26 +486,6 @@ fn reference(id: &Json, total_params: i64) -> Map<String, Json> {
         _ => {}
     }
     out
-}
-
-/// A JSON file holding an object, `None` when absent; an error names a malformed one.
-fn read_json_object(path: &Path) -> Result<Option<Map<String, Json>>> {
-    if !path.is_file() {
-        return Ok(None);
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
-    match serde_json::from_str(&text) {
-        Ok(Json::Object(m)) => Ok(Some(m)),
-        Ok(_) => Err(Error::invalid(format!(
-            "{}: not a JSON object",
-            path.display()
-        ))),
-        Err(e) => Err(Error::invalid(format!(
-            "{}: not valid JSON: {e}",
-            path.display()
-        ))),
-    }
 }
 
 /// Python's `str()` of a scalar from JSON or YAML.

@@ -180,6 +180,24 @@ pub struct OutTensor<'a> {
 }
 
 impl OutTensor<'_> {
+    /// The bytes of a permuted 1-D tensor (a Q/K bias) in output order; `None` for any
+    /// other tensor, whose bytes are read as stored (2-D ones by rows, see
+    /// [`OutTensor::source_index`]).
+    pub fn permuted_1d(&self) -> Option<Vec<u8>> {
+        if self.permute.is_none() || self.ne.len() != 1 {
+            return None;
+        }
+        let data = self.source.data();
+        let n = self.source.elements();
+        let elem = data.len() / n.max(1);
+        let mut v = Vec::with_capacity(data.len());
+        for r in 0..n {
+            let s = self.source_index(r, n);
+            v.extend_from_slice(&data[s * elem..(s + 1) * elem]);
+        }
+        Some(v)
+    }
+
     /// The source index, along the outermost axis, of output index `r` (the identity
     /// unless the tensor is permuted; `n` is that axis's length).
     pub fn source_index(&self, r: usize, n: usize) -> usize {

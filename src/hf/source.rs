@@ -64,19 +64,10 @@ impl HfModel {
                 let rows = t.source.shape().first().copied().unwrap_or(0);
                 // A 2-D Q/K weight is read in interleaved row groups (one per head); a 1-D
                 // Q/K bias is small and permuted here, element by element.
-                let (group, permuted) = match (t.permute, t.ne.len()) {
-                    (Some(_), 1) => {
-                        let elem = t.source.data().len() / rows.max(1);
-                        let data = t.source.data();
-                        let mut v = Vec::with_capacity(data.len());
-                        for r in 0..rows {
-                            let s = t.source_index(r, rows);
-                            v.extend_from_slice(&data[s * elem..(s + 1) * elem]);
-                        }
-                        (1, Some(v))
-                    }
-                    (Some(heads), _) => (rows / heads, None),
-                    (None, _) => (1, None),
+                let permuted = t.permuted_1d();
+                let group = match (t.permute, t.ne.len()) {
+                    (Some(heads), n) if n > 1 => rows / heads,
+                    _ => 1,
                 };
                 let widened = if src == Some(t.ty) {
                     permuted

@@ -197,21 +197,8 @@ fn write_tensor<W: Write>(
             .bytes_of(1)
             .with_context(|| format!("tensor `{}`", t.source.name()))?;
         // A permuted 1-D tensor (a bias) is permuted element by element, whole.
-        let permuted_1d;
-        let src: &[u8] = match (t.permute, t.ne.len()) {
-            (Some(_), 1) => {
-                let data = t.source.data();
-                let n = data.len() / elem;
-                let mut v = Vec::with_capacity(data.len());
-                for r in 0..n {
-                    let s = t.source_index(r, n);
-                    v.extend_from_slice(&data[s * elem..(s + 1) * elem]);
-                }
-                permuted_1d = v;
-                &permuted_1d
-            }
-            _ => t.source.data(),
-        };
+        let permuted_1d = t.permuted_1d();
+        let src: &[u8] = permuted_1d.as_deref().unwrap_or(t.source.data());
         let rows_permuted = t.permute.is_some() && t.ne.len() > 1;
         if same_bytes(t.source.dtype()) == Some(t.ty) && !rows_permuted {
             for chunk in src.chunks(SLAB_BYTES) {

@@ -22,6 +22,12 @@ pub const FIXTURES: &[(&str, Builder)] = &[
     ("mistral-f16-tiny", mistral_f16),
     ("qwen3-sharded", qwen3_sharded),
     ("llama2-spm-tiny", llama2_spm),
+    ("gemma2-tiny", gemma2),
+    ("gemma3-tiny", gemma3_spm),
+    ("gemma3-bpe-tiny", gemma3_bpe),
+    ("embeddinggemma-tiny", embeddinggemma),
+    ("phi3-tiny", phi3_128k),
+    ("phi3-4k-tiny", phi3_4k),
 ];
 
 /// Writes every fixture under `out`, reading vocabularies from `vocabs`.
@@ -833,7 +839,8 @@ pub fn llama_bench(vocabs: &Path, dir: &Path, layers: usize) {
 /// A Llama-2-style model: a SentencePiece `tokenizer.model` rebuilt from
 /// `ggml-vocab-llama-spm.gguf`, f16 weights, full multi-head attention, an added token in
 /// `tokenizer_config.json`.
-fn llama2_spm(vocabs: &Path, dir: &Path) {
+/// Writes `tokenizer.model` rebuilt from `ggml-vocab-llama-spm.gguf`; returns its size.
+fn spm_tokenizer(vocabs: &Path, dir: &Path) -> usize {
     let path = vocabs.join("ggml-vocab-llama-spm.gguf");
     let (tokens, types, _) = read_vocab(&path);
     let f = GgufFile::open(&path).unwrap();
@@ -842,6 +849,11 @@ fn llama2_spm(vocabs: &Path, dir: &Path) {
         _ => panic!("{}: no scores", path.display()),
     };
     write_sentencepiece(&dir.join("tokenizer.model"), &tokens, &scores, &types);
+    tokens.len()
+}
+
+fn llama2_spm(vocabs: &Path, dir: &Path) {
+    let n_tokens = spm_tokenizer(vocabs, dir);
     write_json(
         &dir.join("tokenizer_config.json"),
         &json!({
@@ -864,7 +876,7 @@ fn llama2_spm(vocabs: &Path, dir: &Path) {
             "chat_template": "{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}"
         }),
     );
-    let (embd, ff, layers, heads, vocab_n) = (128usize, 256usize, 2usize, 4usize, tokens.len());
+    let (embd, ff, layers, heads, vocab_n) = (128usize, 256usize, 2usize, 4usize, n_tokens);
     let head_dim = embd / heads;
     write_json(
         &dir.join("config.json"),
@@ -912,5 +924,511 @@ fn llama2_spm(vocabs: &Path, dir: &Path) {
             [embd, ff, heads * head_dim, heads * head_dim],
         );
     }
+    write_safetensors(&dir.join("model.safetensors"), t);
+}
+
+/// Gemma's `tokenizer_config.json` over the SentencePiece vocabulary (with an added
+/// token of its own, as Gemma's `<start_of_turn>`).
+fn gemma_tokenizer_config(dir: &Path) {
+    write_json(
+        &dir.join("tokenizer_config.json"),
+        &json!({
+            "add_bos_token": true,
+            "add_eos_token": false,
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "unk_token": "<unk>",
+            "pad_token": "<unk>",
+            "added_tokens_decoder": {
+                "0": {"content": "<unk>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false, "special": true},
+                "1": {"content": "<s>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false, "special": true},
+                "2": {"content": "</s>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false, "special": true},
+                "31998": {"content": "<start_of_turn>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false, "special": true},
+                "31999": {"content": "<end_of_turn>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false, "special": true}
+            },
+            "sp_model_kwargs": {},
+            "spaces_between_special_tokens": false,
+            "tokenizer_class": "GemmaTokenizer",
+            "use_default_system_prompt": false,
+            "chat_template": "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}"
+        }),
+    );
+}
+
+/// Pushes block `l` of a Gemma-style model (`prefix` `model.` or none): the attention
+/// and MLP weights, then the sandwich norms stored as `w - 1` (values around 0), Gemma
+/// 3's Q/K norms (`qk_norm`) among them.
+#[allow(clippy::too_many_arguments)]
+fn gemma_block(
+    t: &mut Vec<St>,
+    rng: &mut Rng,
+    draw: Draw,
+    prefix: &str,
+    l: usize,
+    dims: [usize; 4],
+    head_dim: usize,
+    qk_norm: bool,
+) {
+    let [embd, ff, q_rows, kv_rows] = dims;
+    let p = format!("{prefix}layers.{l}");
+    let shapes: [(&str, [usize; 2]); 7] = [
+        ("self_attn.q_proj", [q_rows, embd]),
+        ("self_attn.k_proj", [kv_rows, embd]),
+        ("self_attn.v_proj", [kv_rows, embd]),
+        ("self_attn.o_proj", [embd, q_rows]),
+        ("mlp.gate_proj", [ff, embd]),
+        ("mlp.up_proj", [ff, embd]),
+        ("mlp.down_proj", [embd, ff]),
+    ];
+    for (name, shape) in shapes {
+        t.push(draw(rng, &format!("{p}.{name}.weight"), &shape, 0.05, 0.0));
+    }
+    for norm in [
+        "input_layernorm",
+        "post_attention_layernorm",
+        "pre_feedforward_layernorm",
+        "post_feedforward_layernorm",
+    ] {
+        t.push(draw(rng, &format!("{p}.{norm}.weight"), &[embd], 0.3, 0.0));
+    }
+    if qk_norm {
+        for norm in ["self_attn.q_norm", "self_attn.k_norm"] {
+            t.push(draw(
+                rng,
+                &format!("{p}.{norm}.weight"),
+                &[head_dim],
+                0.3,
+                0.0,
+            ));
+        }
+    }
+}
+
+/// A Gemma-2-style model: bf16, SentencePiece, logit softcapping, an `lm_head` as
+/// AutoAWQ checkpoints carry (which the converter drops).
+fn gemma2(vocabs: &Path, dir: &Path) {
+    let n_tokens = spm_tokenizer(vocabs, dir);
+    gemma_tokenizer_config(dir);
+    let (embd, ff, layers, heads, kv, head_dim) =
+        (128usize, 384usize, 2usize, 4usize, 2usize, 48usize);
+    write_json(
+        &dir.join("config.json"),
+        &json!({
+            "architectures": ["Gemma2ForCausalLM"],
+            "attention_bias": false,
+            "attn_logit_softcapping": 50.0,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "final_logit_softcapping": 30.0,
+            "head_dim": head_dim,
+            "hidden_activation": "gelu_pytorch_tanh",
+            "hidden_size": embd,
+            "intermediate_size": ff,
+            "max_position_embeddings": 8192,
+            "model_type": "gemma2",
+            "num_attention_heads": heads,
+            "num_hidden_layers": layers,
+            "num_key_value_heads": kv,
+            "pad_token_id": 0,
+            "query_pre_attn_scalar": head_dim,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 10000.0,
+            "sliding_window": 4096,
+            "torch_dtype": "bfloat16",
+            "transformers_version": "4.57.6",
+            "vocab_size": n_tokens
+        }),
+    );
+    let mut rng = Rng(0x6765_6d32);
+    let mut t = vec![
+        random_bf16(
+            &mut rng,
+            "model.embed_tokens.weight",
+            &[n_tokens, embd],
+            0.02,
+            0.0,
+        ),
+        random_bf16(&mut rng, "lm_head.weight", &[n_tokens, embd], 0.02, 0.0),
+        random_bf16(&mut rng, "model.norm.weight", &[embd], 0.3, 0.0),
+    ];
+    for l in 0..layers {
+        gemma_block(
+            &mut t,
+            &mut rng,
+            random_bf16,
+            "model.",
+            l,
+            [embd, ff, heads * head_dim, kv * head_dim],
+            head_dim,
+            false,
+        );
+    }
+    write_safetensors(&dir.join("model.safetensors"), t);
+}
+
+/// The `config.json` of a Gemma-3-style text model as `save_pretrained` writes it.
+fn gemma3_config(arch: &str, dims: [usize; 6], vocab: usize, dtype: &str, extra: Json) -> Json {
+    let [embd, ff, layers, heads, kv, head_dim] = dims;
+    let mut c = json!({
+        "_sliding_window_pattern": 6,
+        "architectures": [arch],
+        "attention_bias": false,
+        "attention_dropout": 0.0,
+        "attn_logit_softcapping": null,
+        "bos_token_id": 2,
+        "eos_token_id": 1,
+        "final_logit_softcapping": null,
+        "head_dim": head_dim,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "hidden_size": embd,
+        "initializer_range": 0.02,
+        "intermediate_size": ff,
+        "layer_types": (0..layers).map(|i| if (i + 1) % 6 == 0 { "full_attention" } else { "sliding_attention" }).collect::<Vec<_>>(),
+        "max_position_embeddings": 32768,
+        "model_type": "gemma3_text",
+        "num_attention_heads": heads,
+        "num_hidden_layers": layers,
+        "num_key_value_heads": kv,
+        "pad_token_id": 0,
+        "query_pre_attn_scalar": head_dim,
+        "rms_norm_eps": 1e-6,
+        "rope_local_base_freq": 10000.0,
+        "rope_scaling": null,
+        "rope_theta": 1000000.0,
+        "sliding_window": 512,
+        "torch_dtype": dtype,
+        "transformers_version": "4.57.6",
+        "use_bidirectional_attention": false,
+        "use_cache": true,
+        "vocab_size": vocab
+    });
+    if let (Json::Object(c), Json::Object(extra)) = (&mut c, extra) {
+        c.extend(extra);
+    }
+    c
+}
+
+/// Gemma 3's weights: embedding, final norm, blocks (`prefix` `model.` or none).
+fn gemma3_tensors(
+    rng: &mut Rng,
+    draw: Draw,
+    prefix: &str,
+    rows: usize,
+    dims: [usize; 6],
+) -> Vec<St> {
+    let [embd, ff, layers, heads, kv, head_dim] = dims;
+    let mut t = vec![
+        draw(
+            rng,
+            &format!("{prefix}embed_tokens.weight"),
+            &[rows, embd],
+            0.02,
+            0.0,
+        ),
+        draw(rng, &format!("{prefix}norm.weight"), &[embd], 0.3, 0.0),
+    ];
+    for l in 0..layers {
+        gemma_block(
+            &mut t,
+            rng,
+            draw,
+            prefix,
+            l,
+            [embd, ff, heads * head_dim, kv * head_dim],
+            head_dim,
+            true,
+        );
+    }
+    t
+}
+
+/// A Gemma-3-style model: f16 (its norms' `+ 1` rounded to f16, as torch does),
+/// SentencePiece, Q/K norms, linear rope scaling, a final logit softcap.
+fn gemma3_spm(vocabs: &Path, dir: &Path) {
+    let n_tokens = spm_tokenizer(vocabs, dir);
+    gemma_tokenizer_config(dir);
+    let dims = [96usize, 256, 3, 3, 1, 64];
+    let extra = json!({
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        "final_logit_softcapping": 30.0,
+    });
+    write_json(
+        &dir.join("config.json"),
+        &gemma3_config("Gemma3ForCausalLM", dims, n_tokens, "float16", extra),
+    );
+    let mut rng = Rng(0x6765_6d33);
+    let t = gemma3_tensors(&mut rng, random_f16, "model.", n_tokens, dims);
+    write_safetensors(&dir.join("model.safetensors"), t);
+}
+
+/// A Gemma-3-style model with a byte-level BPE `tokenizer.json` and no `tokenizer.model`:
+/// its embedding has rows past the vocabulary, which the converter drops.
+fn gemma3_bpe(vocabs: &Path, dir: &Path) {
+    let n_tokens = qwen_tokenizer(vocabs, dir);
+    let vocab = n_tokens + 37;
+    let dims = [64usize, 192, 2, 2, 1, 32];
+    write_json(
+        &dir.join("config.json"),
+        &gemma3_config("Gemma3ForCausalLM", dims, vocab, "bfloat16", json!({})),
+    );
+    let mut rng = Rng(0x6733_6270_65);
+    let t = gemma3_tensors(&mut rng, random_bf16, "model.", vocab, dims);
+    write_safetensors(&dir.join("model.safetensors"), t);
+}
+
+/// An EmbeddingGemma-style sentence-transformers folder (`Gemma3TextModel`): f32 weights
+/// named without `model.`, bidirectional attention (whose config class halves the
+/// sliding window the converter writes unhalved), mean pooling, two `Dense` modules.
+fn embeddinggemma(vocabs: &Path, dir: &Path) {
+    let n_tokens = spm_tokenizer(vocabs, dir);
+    gemma_tokenizer_config(dir);
+    let dims = [64usize, 128, 2, 2, 1, 32];
+    let extra = json!({"use_bidirectional_attention": true, "sliding_window": 257});
+    write_json(
+        &dir.join("config.json"),
+        &gemma3_config("Gemma3TextModel", dims, n_tokens, "float32", extra),
+    );
+    let random_f32 = |rng: &mut Rng, name: &str, shape: &[usize], scale: f32, offset: f32| {
+        let n: usize = shape.iter().product();
+        St {
+            name: name.to_string(),
+            dtype: "F32",
+            shape: shape.to_vec(),
+            data: (0..n)
+                .flat_map(|_| (offset + rng.normal(scale)).to_le_bytes())
+                .collect(),
+        }
+    };
+    let mut rng = Rng(0x6567_656d);
+    let t = gemma3_tensors(&mut rng, random_f32, "", n_tokens, dims);
+    write_safetensors(&dir.join("model.safetensors"), t);
+    write_json(
+        &dir.join("modules.json"),
+        &json!([
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+            {"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"},
+            {"idx": 4, "name": "4", "path": "4_Normalize", "type": "sentence_transformers.models.Normalize"}
+        ]),
+    );
+    std::fs::create_dir_all(dir.join("1_Pooling")).unwrap();
+    write_json(
+        &dir.join("1_Pooling/config.json"),
+        &json!({"word_embedding_dimension": dims[0], "pooling_mode_cls_token": false,
+                "pooling_mode_mean_tokens": true, "pooling_mode_max_tokens": false,
+                "pooling_mode_mean_sqrt_len_tokens": false, "pooling_mode_weightedmean_tokens": false,
+                "pooling_mode_lasttoken": false, "include_prompt": true}),
+    );
+    let wide = 3 * dims[0];
+    for (path, fin, fout) in [("2_Dense", dims[0], wide), ("3_Dense", wide, dims[0])] {
+        std::fs::create_dir_all(dir.join(path)).unwrap();
+        write_json(
+            &dir.join(path).join("config.json"),
+            &json!({"in_features": fin, "out_features": fout, "bias": false,
+                    "activation_function": "torch.nn.modules.linear.Identity"}),
+        );
+        write_safetensors(
+            &dir.join(path).join("model.safetensors"),
+            vec![random_f32(
+                &mut rng,
+                "linear.weight",
+                &[fout, fin],
+                0.05,
+                0.0,
+            )],
+        );
+    }
+    std::fs::create_dir_all(dir.join("4_Normalize")).unwrap();
+}
+
+/// Phi-3's tokenizer files over the SentencePiece vocabulary: `tokenizer.model`, a
+/// Llama-2-style `tokenizer.json` and `tokenizer_config.json`, both listing Phi-3's added
+/// tokens past the pieces (and `<unk>`, `<s>`, `</s>`, which Phi-3's reading makes control
+/// tokens). Returns the number of pieces.
+fn phi3_tokenizer(vocabs: &Path, dir: &Path) -> usize {
+    let n = spm_tokenizer(vocabs, dir);
+    let (tokens, _, _) = read_vocab(&vocabs.join("ggml-vocab-llama-spm.gguf"));
+    let added: Vec<(usize, &str, bool)> = vec![
+        (0, "<unk>", true),
+        (1, "<s>", true),
+        (2, "</s>", false),
+        (n, "<|endoftext|>", true),
+        (n + 1, "<|assistant|>", true),
+        (n + 2, "<|placeholder1|>", true),
+        (n + 3, "<|system|>", true),
+        (n + 4, "<|end|>", true),
+        (n + 5, "<|user|>", true),
+        (n + 6, "<|plain|>", false),
+    ];
+    let entry = |id: usize, content: &str, special: bool| {
+        json!({"id": id, "content": content, "single_word": false, "lstrip": false,
+               "rstrip": special, "normalized": false, "special": special})
+    };
+    let vocab: Map<String, Json> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), json!(i)))
+        .collect();
+    let bos = json!({"SpecialToken": {"id": "<s>", "type_id": 0}});
+    write_json(
+        &dir.join("tokenizer.json"),
+        &json!({
+            "version": "1.0",
+            "truncation": null,
+            "padding": null,
+            "added_tokens": added.iter().map(|&(i, c, s)| entry(i, c, s)).collect::<Vec<_>>(),
+            "normalizer": {"type": "Sequence", "normalizers": [
+                {"type": "Prepend", "prepend": "\u{2581}"},
+                {"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"}]},
+            "pre_tokenizer": null,
+            "post_processor": {"type": "TemplateProcessing",
+                "single": [bos, {"Sequence": {"id": "A", "type_id": 0}}],
+                "pair": [bos, {"Sequence": {"id": "A", "type_id": 0}}, bos, {"Sequence": {"id": "B", "type_id": 1}}],
+                "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+            "decoder": {"type": "Sequence", "decoders": [
+                {"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "},
+                {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+            "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "continuing_subword_prefix": null,
+                      "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true,
+                      "ignore_merges": false, "vocab": vocab, "merges": []}
+        }),
+    );
+    let decoder: Map<String, Json> = added
+        .iter()
+        .map(|&(i, c, s)| {
+            (
+                i.to_string(),
+                json!({"content": c, "lstrip": false, "normalized": false,
+                                    "rstrip": s, "single_word": false, "special": s}),
+            )
+        })
+        .collect();
+    write_json(
+        &dir.join("tokenizer_config.json"),
+        &json!({
+            "add_bos_token": false,
+            "add_eos_token": false,
+            "added_tokens_decoder": decoder,
+            "bos_token": "<s>",
+            "chat_template": "{% for message in messages %}{{'<|' + message['role'] + '|>' + '\n' + message['content'] + '<|end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}",
+            "clean_up_tokenization_spaces": false,
+            "eos_token": "<|endoftext|>",
+            "legacy": false,
+            "model_max_length": 131072,
+            "pad_token": "<|endoftext|>",
+            "padding_side": "left",
+            "sp_model_kwargs": {},
+            "tokenizer_class": "LlamaTokenizer",
+            "unk_token": "<unk>",
+            "use_default_system_prompt": false
+        }),
+    );
+    n
+}
+
+/// Phi-3's weights: fused QKV and gate/up projections, bf16 or f16.
+fn phi3_tensors(rng: &mut Rng, draw: Draw, vocab: usize, dims: [usize; 5]) -> Vec<St> {
+    let [embd, ff, layers, heads, kv] = dims;
+    let head_dim = embd / heads;
+    let mut t = vec![
+        draw(rng, "model.embed_tokens.weight", &[vocab, embd], 0.02, 0.0),
+        draw(rng, "lm_head.weight", &[vocab, embd], 0.02, 0.0),
+        draw(rng, "model.norm.weight", &[embd], 0.05, 1.0),
+    ];
+    for l in 0..layers {
+        let p = format!("model.layers.{l}");
+        let shapes: [(&str, [usize; 2]); 4] = [
+            ("self_attn.qkv_proj", [(heads + 2 * kv) * head_dim, embd]),
+            ("self_attn.o_proj", [embd, embd]),
+            ("mlp.gate_up_proj", [2 * ff, embd]),
+            ("mlp.down_proj", [embd, ff]),
+        ];
+        for (name, shape) in shapes {
+            t.push(draw(rng, &format!("{p}.{name}.weight"), &shape, 0.05, 0.0));
+        }
+        for norm in ["input_layernorm", "post_attention_layernorm"] {
+            t.push(draw(rng, &format!("{p}.{norm}.weight"), &[embd], 0.05, 1.0));
+        }
+    }
+    t
+}
+
+/// A Phi-3-mini-128k-style model: bf16, LongRoPE factors (written as generated tensors),
+/// a sliding window, Phi-3's added tokens over a vocabulary padded to `vocab_size`.
+fn phi3_128k(vocabs: &Path, dir: &Path) {
+    let n = phi3_tokenizer(vocabs, dir);
+    let vocab = n + 64;
+    let dims = [96usize, 256, 2, 3, 3];
+    let half = dims[0] / dims[3] / 2;
+    let long: Vec<f64> = (0..half).map(|i| 1.0 + 0.37 * i as f64 + 1e-9).collect();
+    let short: Vec<f64> = (0..half).map(|i| 1.0 + 0.013 * i as f64).collect();
+    write_json(
+        &dir.join("config.json"),
+        &json!({
+            "architectures": ["Phi3ForCausalLM"],
+            "attention_dropout": 0.0,
+            "bos_token_id": 1,
+            "embd_pdrop": 0.0,
+            "eos_token_id": 32000,
+            "hidden_act": "silu",
+            "hidden_size": dims[0],
+            "initializer_range": 0.02,
+            "intermediate_size": dims[1],
+            "max_position_embeddings": 131072,
+            "model_type": "phi3",
+            "num_attention_heads": dims[3],
+            "num_hidden_layers": dims[2],
+            "num_key_value_heads": dims[4],
+            "original_max_position_embeddings": 4096,
+            "pad_token_id": 32000,
+            "resid_pdrop": 0.0,
+            "rms_norm_eps": 1e-5,
+            "rope_scaling": {"long_factor": long, "short_factor": short, "type": "longrope"},
+            "rope_theta": 10000.0,
+            "sliding_window": 262144,
+            "tie_word_embeddings": false,
+            "torch_dtype": "bfloat16",
+            "transformers_version": "4.57.6",
+            "use_cache": true,
+            "vocab_size": vocab
+        }),
+    );
+    let mut rng = Rng(0x7068_6933);
+    let t = phi3_tensors(&mut rng, random_bf16, vocab, dims);
+    write_safetensors(&dir.join("model.safetensors"), t);
+}
+
+/// A Phi-3-mini-4k-style model: f16, no rope scaling, a partial rotary factor, grouped
+/// KV heads.
+fn phi3_4k(vocabs: &Path, dir: &Path) {
+    let n = phi3_tokenizer(vocabs, dir);
+    let vocab = n + 64;
+    let dims = [96usize, 192, 2, 3, 1];
+    write_json(
+        &dir.join("config.json"),
+        &json!({
+            "architectures": ["Phi3ForCausalLM"],
+            "bos_token_id": 1,
+            "eos_token_id": 32000,
+            "hidden_act": "silu",
+            "hidden_size": dims[0],
+            "intermediate_size": dims[1],
+            "max_position_embeddings": 4096,
+            "model_type": "phi3",
+            "num_attention_heads": dims[3],
+            "num_hidden_layers": dims[2],
+            "num_key_value_heads": dims[4],
+            "partial_rotary_factor": 0.75,
+            "rms_norm_eps": 1e-5,
+            "rope_scaling": null,
+            "sliding_window": 2047,
+            "torch_dtype": "float16",
+            "transformers_version": "4.57.6",
+            "vocab_size": vocab
+        }),
+    );
+    let mut rng = Rng(0x7068_6934);
+    let t = phi3_tensors(&mut rng, random_f16, vocab, dims);
     write_safetensors(&dir.join("model.safetensors"), t);
 }

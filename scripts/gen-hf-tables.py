@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(sys.argv[1]) / "gguf-py"))
 import gguf  # noqa: E402
 from gguf.tensor_mapping import TensorNameMap  # noqa: E402
 
-ARCHS = ["BERT", "LLAMA", "QWEN2", "QWEN3"]
+ARCHS = ["BERT", "LLAMA", "QWEN2", "QWEN3", "QWEN3MOE", "GEMMA2", "GEMMA3", "GEMMA_EMBEDDING", "PHI3"]
 
 
 def rs(s: str) -> str:

@@ -92,6 +92,7 @@ impl Model {
                             shape,
                             data: v.data(),
                             pages: Pages::Safetensors(file),
+                            stack: Vec::new(),
                             part: 0,
                             offset: at,
                             group: 1,
@@ -113,6 +114,7 @@ fn gguf_tensors(model: &GgufModel) -> Vec<Tensor<'_>> {
             shape: v.shape(),
             data: v.data(),
             pages: Pages::Gguf(&model.parts()[v.part()], v.offset()),
+            stack: Vec::new(),
             part: v.part(),
             offset: v.offset(),
             group: 1,
@@ -236,6 +238,9 @@ pub struct Tensor<'a> {
     shape: Vec<u64>,
     data: &'a [u8],
     pages: Pages<'a>,
+    /// Equal runs of whole rows stacked along the outermost axis, read in place of
+    /// `data` (empty for a tensor held in one run).
+    stack: Vec<(&'a [u8], Pages<'a>)>,
     part: usize,
     offset: u64,
     group: usize,
@@ -270,10 +275,75 @@ impl<'a> Tensor<'a> {
             shape,
             data,
             pages: file.map_or(Pages::Memory, Pages::Safetensors),
+            stack: Vec::new(),
             part: 0,
             offset,
             group: 1,
         }
+    }
+
+    /// A tensor of ggml type `ty` and row-major `shape` whose data is `runs`: equal runs
+    /// of whole rows in mapped safetensors files, stacked along the outermost axis (a MoE
+    /// block's experts, one tensor per expert in the checkpoint). The runs are read where
+    /// they are, never gathered into one buffer: through [`Tensor::len`],
+    /// [`Tensor::bytes`] and the page hints, which is how a quantization reads tensors.
+    pub fn stacked(
+        name: &'a str,
+        ty: GgmlType,
+        shape: Vec<u64>,
+        runs: Vec<(&'a [u8], &'a SafeTensors<'static>)>,
+        offset: u64,
+    ) -> Tensor<'a> {
+        Tensor {
+            name,
+            encoding: Encoding::Ggml(ty),
+            shape,
+            data: &[],
+            pages: Pages::Memory,
+            stack: runs
+                .into_iter()
+                .map(|(b, f)| (b, Pages::Safetensors(f)))
+                .collect(),
+            part: 0,
+            offset,
+            group: 1,
+        }
+    }
+
+    /// Bytes of data.
+    pub fn len(&self) -> usize {
+        if self.stack.is_empty() {
+            self.data.len()
+        } else {
+            self.stack.iter().map(|(b, _)| b.len()).sum()
+        }
+    }
+
+    /// Whether the tensor has no data.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of each run of a stacked tensor (see [`Tensor::stacked`]), which a read
+    /// through [`Tensor::bytes`] may not cross; `None` for a tensor held in one run.
+    pub fn run_bytes(&self) -> Option<usize> {
+        self.stack.first().map(|(b, _)| b.len())
+    }
+
+    /// Bytes `range` of the data, within one run of a stacked tensor.
+    pub fn bytes(&self, range: Range<usize>) -> Result<&'a [u8]> {
+        let got = match self.run_bytes() {
+            None => self.data.get(range.clone()),
+            Some(0) => (range.is_empty() && range.start == 0).then_some(&[][..]),
+            Some(n) => {
+                let k = range.start / n;
+                let at = k * n;
+                self.stack
+                    .get(k)
+                    .and_then(|(b, _)| b.get(range.start - at..range.end.checked_sub(at)?))
+            }
+        };
+        got.with_context(|| format!("tensor `{}`: bytes {range:?} out of range", self.name))
     }
 
     /// The same tensor with its rows read in groups of `rows` (even), each group
@@ -324,8 +394,14 @@ impl<'a> Tensor<'a> {
         &self.shape
     }
 
-    /// The raw bytes.
+    /// The raw bytes of a tensor held in one run (every tensor but the stacked ones a
+    /// quantization reads through [`Tensor::bytes`]).
     pub fn data(&self) -> &'a [u8] {
+        assert!(
+            self.stack.is_empty(),
+            "tensor `{}` is stacked: read it through Tensor::bytes",
+            self.name
+        );
         self.data
     }
 
@@ -422,23 +498,49 @@ impl<'a> Tensor<'a> {
         self.hint(Hint::Release, bytes)
     }
 
-    /// Passes `hint` on for bytes `bytes` of the data to the file that holds them.
+    /// Passes `hint` on for bytes `bytes` of the data to the file that holds them (the
+    /// runs they overlap, for a stacked tensor).
     fn hint(&self, hint: Hint, bytes: Range<usize>) -> Result<()> {
-        let at = bytes.start as u64;
-        let data = &self.data[bytes];
-        match (self.pages, hint) {
-            (Pages::Gguf(file, offset), Hint::Prefetch) => {
-                file.prefetch_bytes(offset + at, data.len())?
-            }
-            (Pages::Gguf(file, offset), Hint::Release) => {
-                file.release_bytes(offset + at, data.len())?
-            }
-            (Pages::Safetensors(file), Hint::Prefetch) => file.prefetch(data)?,
-            (Pages::Safetensors(file), Hint::Release) => file.release(data)?,
-            (Pages::Memory, _) => {}
+        let Some(n) = self.run_bytes() else {
+            return pass_hint(self.pages, hint, bytes.start as u64, &self.data[bytes]);
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        let mut at = bytes.start;
+        while at < bytes.end {
+            let k = at / n;
+            let end = bytes.end.min((k + 1) * n);
+            let (run, pages) = self
+                .stack
+                .get(k)
+                .with_context(|| format!("tensor `{}`: bytes {bytes:?} out of range", self.name))?;
+            pass_hint(
+                *pages,
+                hint,
+                (at - k * n) as u64,
+                &run[at - k * n..end - k * n],
+            )?;
+            at = end;
         }
         Ok(())
     }
+}
+
+/// Passes `hint` on for `data`, bytes from `at` on of the run whose file is `pages`.
+fn pass_hint(pages: Pages<'_>, hint: Hint, at: u64, data: &[u8]) -> Result<()> {
+    match (pages, hint) {
+        (Pages::Gguf(file, offset), Hint::Prefetch) => {
+            file.prefetch_bytes(offset + at, data.len())?
+        }
+        (Pages::Gguf(file, offset), Hint::Release) => {
+            file.release_bytes(offset + at, data.len())?
+        }
+        (Pages::Safetensors(file), Hint::Prefetch) => file.prefetch(data)?,
+        (Pages::Safetensors(file), Hint::Release) => file.release(data)?,
+        (Pages::Memory, _) => {}
+    }
+    Ok(())
 }
 
 /// What a slab's pages are about to be.

@@ -154,4 +154,18 @@ fn one_pass_equals_converter_then_llama_quantize() {
         &fx.path().join("mistral-f16-tiny"),
         OutType::F16,
     );
+    check("gemma2-tiny", &fx.path().join("gemma2-tiny"), OutType::Bf16);
+    check("gemma3-tiny", &fx.path().join("gemma3-tiny"), OutType::F16);
+    check(
+        "gemma3-bpe-tiny",
+        &fx.path().join("gemma3-bpe-tiny"),
+        OutType::Bf16,
+    );
+    check("phi3-tiny", &fx.path().join("phi3-tiny"), OutType::Bf16);
+    check("phi3-4k-tiny", &fx.path().join("phi3-4k-tiny"), OutType::F16);
+    check(
+        "embeddinggemma-tiny",
+        &fx.path().join("embeddinggemma-tiny"),
+        OutType::F32,
+    );
 }

@@ -59,6 +59,10 @@ pub struct ConvertArgs {
     /// its check-text hash says.
     #[arg(long, value_name = "NAME")]
     vocab_pre: Option<String>,
+    /// Hugging Face folders: EmbeddingGemma's sentence-transformers Dense modules
+    /// (2_Dense/, 3_Dense/) as tensors dense_2.weight and dense_3.weight.
+    #[arg(long)]
+    sentence_transformers_dense_modules: bool,
     /// Hugging Face folders: print the tensors and types that would be written, write
     /// nothing.
     #[arg(long)]
@@ -129,6 +133,7 @@ fn convert_hf(args: &ConvertArgs) -> Result<()> {
         metadata: args.metadata.clone(),
         vocab_only: args.vocab_only,
         vocab_pre: args.vocab_pre.clone(),
+        dense_modules: args.sentence_transformers_dense_modules,
     };
     let conv = folder.conversion(&opts)?;
     for w in &conv.warnings {

@@ -78,6 +78,65 @@ fn qwen_defaults(v3: bool) -> Json {
     d
 }
 
+/// Defaults of `Gemma2Config`.
+fn gemma2_defaults() -> Json {
+    json!({
+        "vocab_size": 256000,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 8192,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "attn_logit_softcapping": 50.0,
+        "final_logit_softcapping": 30.0,
+        "sliding_window": 4096,
+    })
+}
+
+/// Defaults of `Gemma3TextConfig`.
+fn gemma3_defaults() -> Json {
+    json!({
+        "vocab_size": 262208,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1_000_000.0,
+        "rope_local_base_freq": 10000.0,
+        "sliding_window": 4096,
+        "final_logit_softcapping": null,
+        "attn_logit_softcapping": null,
+        "rope_scaling": null,
+    })
+}
+
+/// Defaults of `Phi3Config`.
+fn phi3_defaults() -> Json {
+    json!({
+        "vocab_size": 32064,
+        "hidden_size": 3072,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 4096,
+        "original_max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "partial_rotary_factor": 1.0,
+        "sliding_window": null,
+        "rope_scaling": null,
+        "tie_word_embeddings": false,
+    })
+}
+
 impl Config {
     /// Reads `DIR/config.json`; an error names the file when it is missing or not a JSON
     /// object.
@@ -110,6 +169,9 @@ impl Config {
             "MistralForCausalLM" => mistral_defaults(),
             "Qwen2ForCausalLM" | "Qwen2Model" => qwen_defaults(false),
             "Qwen3ForCausalLM" | "Qwen3Model" => qwen_defaults(true),
+            "Gemma2ForCausalLM" => gemma2_defaults(),
+            "Gemma3ForCausalLM" | "Gemma3TextModel" => gemma3_defaults(),
+            "Phi3ForCausalLM" => phi3_defaults(),
             _ => json!({}),
         };
         if let Json::Object(d) = defaults {
@@ -117,6 +179,28 @@ impl Config {
                 // A key the file has keeps its value, null included (the config class
                 // keeps an explicit None).
                 self.map.entry(k).or_insert(v);
+            }
+        }
+        // Gemma3TextConfig halves the sliding window (plus one) for bidirectional
+        // attention (EmbeddingGemma), and `to_dict` gives the halved value.
+        if matches!(architecture, "Gemma3ForCausalLM" | "Gemma3TextModel")
+            && self.map.get("use_bidirectional_attention") == Some(&Json::Bool(true))
+            && let Some(sw) = self.map.get("sliding_window").and_then(Json::as_u64)
+        {
+            self.map.insert("sliding_window".into(), json!(sw / 2 + 1));
+        }
+        if architecture == "Phi3ForCausalLM" {
+            // Phi3Config: a missing or null KV head count is the head count; rope scaling
+            // of the old types `su` and `yarn` is `longrope`.
+            if self.get("num_key_value_heads").is_none()
+                && let Some(h) = self.map.get("num_attention_heads").cloned()
+            {
+                self.map.insert("num_key_value_heads".into(), h);
+            }
+            if let Some(Json::Object(rs)) = self.map.get_mut("rope_scaling")
+                && matches!(rs.get("type").and_then(Json::as_str), Some("su" | "yarn"))
+            {
+                rs.insert("type".into(), json!("longrope"));
             }
         }
         // Qwen2Config and Qwen3Config take the head count for a missing KV head count.

@@ -35,6 +35,7 @@ use config::Config;
 use quantforge_formats::gguf::{Metadata, Value};
 use quantforge_formats::safetensors::{Dtype, ModelFolder, SafeTensors, TensorView};
 use quantforge_kernels::GgmlType;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -122,6 +123,9 @@ pub struct ConvertOptions {
     pub vocab_only: bool,
     /// `--vocab-pre NAME`: the BPE pre-tokenizer, whatever the hash says.
     pub vocab_pre: Option<String>,
+    /// `--sentence-transformers-dense-modules`: the projections of a sentence-transformers
+    /// folder's `Dense` modules (EmbeddingGemma) as tensors of the GGUF.
+    pub dense_modules: bool,
 }
 
 impl Default for ConvertOptions {
@@ -132,6 +136,7 @@ impl Default for ConvertOptions {
             metadata: None,
             vocab_only: false,
             vocab_pre: None,
+            dense_modules: false,
         }
     }
 }
@@ -160,9 +165,20 @@ pub struct HfFolder {
     arch_name: String,
     arch: &'static dyn Arch,
     weights: ModelFolder,
+    dense: std::sync::OnceLock<Vec<DenseModule>>,
 }
 
-/// One tensor of the output: its GGUF name, dimensions (ggml order), type and source.
+/// A sentence-transformers `Dense` module of the folder (`2_Dense/`).
+struct DenseModule {
+    /// The GGUF prefix of its tensors (`dense_2`, `dense_3`).
+    prefix: String,
+    /// Its input and output widths, when its `config.json` gives both.
+    dims: Option<(u32, u32)>,
+    /// Its weights.
+    weights: ModelFolder,
+}
+
+/// One tensor of the output: its GGUF name, dimensions (ggml order), type and bytes.
 pub struct OutTensor<'a> {
     /// The GGUF name.
     pub name: String,
@@ -170,47 +186,95 @@ pub struct OutTensor<'a> {
     pub ne: Vec<u64>,
     /// The type written.
     pub ty: GgmlType,
-    /// The source tensor, read as f32 rows.
-    pub source: TensorView<'a>,
-    /// The mapped file holding it.
-    pub file: &'a SafeTensors<'static>,
-    /// Llama's rotary Q/K permutation with this many heads: the source's outermost axis
-    /// read as `(heads, 2, n / heads / 2)` with its last two axes swapped.
+    /// The Hugging Face tensor it is made from (for messages).
+    pub source_name: String,
+    /// The element type of the data.
+    pub dtype: Dtype,
+    /// The bytes, rows in the source's order: one part, or several of equal size stacked
+    /// along a new outermost axis (a MoE block's experts).
+    pub parts: Vec<Part<'a>>,
+    /// Llama's rotary Q/K permutation of a weight's rows with this many heads: the
+    /// outermost axis read as `(heads, 2, n / heads / 2)` with its last two axes swapped.
     pub permute: Option<usize>,
 }
 
-impl OutTensor<'_> {
-    /// The bytes of a permuted 1-D tensor (a Q/K bias) in output order; `None` for any
-    /// other tensor, whose bytes are read as stored (2-D ones by rows, see
-    /// [`OutTensor::source_index`]).
-    pub fn permuted_1d(&self) -> Option<Vec<u8>> {
-        if self.permute.is_none() || self.ne.len() != 1 {
-            return None;
+/// Bytes of an output tensor: borrowed from a mapped file, or made while the conversion
+/// was planned (a permuted bias, a shifted norm, a generated tensor: small ones).
+pub struct Part<'a> {
+    /// The bytes.
+    pub bytes: Cow<'a, [u8]>,
+    /// The mapped file `bytes` are borrowed from.
+    pub file: Option<&'a SafeTensors<'static>>,
+    /// For borrowed bytes: the source tensor's name in its file and the bytes of its data
+    /// they are.
+    pub origin: Option<(String, std::ops::Range<usize>)>,
+}
+
+impl<'a> Part<'a> {
+    /// Bytes `range` of source tensor `view`'s data.
+    fn mapped(
+        view: &TensorView<'a>,
+        range: std::ops::Range<usize>,
+        file: &'a SafeTensors<'static>,
+    ) -> Part<'a> {
+        Part {
+            bytes: Cow::Borrowed(&view.data()[range.clone()]),
+            file: Some(file),
+            origin: Some((view.name().to_string(), range)),
         }
-        let data = self.source.data();
-        let n = self.source.elements();
-        let elem = data.len() / n.max(1);
-        let mut v = Vec::with_capacity(data.len());
-        for r in 0..n {
-            let s = self.source_index(r, n);
-            v.extend_from_slice(&data[s * elem..(s + 1) * elem]);
-        }
-        Some(v)
     }
 
+    /// Bytes made in memory.
+    fn made(bytes: Vec<u8>) -> Part<'a> {
+        Part {
+            bytes: Cow::Owned(bytes),
+            file: None,
+            origin: None,
+        }
+    }
+}
+
+impl OutTensor<'_> {
     /// The source index, along the outermost axis, of output index `r` (the identity
     /// unless the tensor is permuted; `n` is that axis's length).
     pub fn source_index(&self, r: usize, n: usize) -> usize {
-        match self.permute {
-            None => r,
-            Some(heads) => {
-                let per_head = n / heads;
-                let half = per_head / 2;
-                let (h, rem) = (r / per_head, r % per_head);
-                h * per_head + (rem % 2) * half + rem / 2
-            }
+        permuted_index(self.permute, r, n)
+    }
+}
+
+/// Where row `r` of `n` comes from under Llama's rotary permutation with `heads` heads.
+fn permuted_index(heads: Option<usize>, r: usize, n: usize) -> usize {
+    match heads {
+        None => r,
+        Some(heads) => {
+            let per_head = n / heads;
+            let half = per_head / 2;
+            let (h, rem) = (r / per_head, r % per_head);
+            h * per_head + (rem % 2) * half + rem / 2
         }
     }
+}
+
+/// `x + shift` as the converter computes it on a tensor of `dtype`: bf16 is widened to
+/// f32 before the architecture sees it, so its sum is an f32; an f16 tensor stays f16
+/// (torch adds in f32 and rounds the sum to f16); f32 adds in f32. Returns the result's
+/// dtype and bytes.
+fn shifted(name: &str, dtype: Dtype, data: &[u8], shift: f32) -> Result<(Dtype, Vec<u8>)> {
+    let n = data.len() / dtype.bytes_of(1).unwrap_or(1).max(1);
+    let mut x = vec![0f32; n];
+    quantforge_formats::safetensors::decode_f32_into(name, dtype, data, &mut x)?;
+    for v in &mut x {
+        *v += shift;
+    }
+    Ok(match dtype {
+        Dtype::F16 => (
+            Dtype::F16,
+            x.iter()
+                .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+                .collect(),
+        ),
+        _ => (Dtype::F32, bytemuck::cast_slice(&x).to_vec()),
+    })
 }
 
 /// Everything the output GGUF holds.
@@ -248,6 +312,9 @@ pub struct Ctx<'a> {
     pub vocab_pre: Option<String>,
     /// Warnings for the user (a pre-tokenizer named by its configuration).
     pub warnings: Vec<String>,
+    /// The sentence-transformers `Dense` modules written (`dense_2`) and their input and
+    /// output widths, in `modules.json` order.
+    pub dense_dims: Vec<(String, (u32, u32))>,
 }
 
 impl Ctx<'_> {
@@ -280,7 +347,60 @@ impl HfFolder {
             arch_name,
             arch,
             weights,
+            dense: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The folder's sentence-transformers `Dense` modules with weights, as
+    /// `EmbeddingGemma.__init__` finds them: the `modules.json` entries whose type ends in
+    /// `Dense` and whose folder has a `model.safetensors`.
+    fn dense_modules(&self) -> Result<&[DenseModule]> {
+        if let Some(d) = self.dense.get() {
+            return Ok(d);
+        }
+        let mut found = Vec::new();
+        let list_path = self.dir.join("modules.json");
+        if list_path.is_file() {
+            let text = std::fs::read_to_string(&list_path)
+                .map_err(|e| Error::invalid(format!("{}: {e}", list_path.display())))?;
+            let list: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                Error::invalid(format!("{}: not valid JSON: {e}", list_path.display()))
+            })?;
+            for m in list.as_array().into_iter().flatten() {
+                let ty = m.get("type").and_then(|t| t.as_str()).unwrap_or_default();
+                let Some(path) = m.get("path").and_then(|p| p.as_str()) else {
+                    continue;
+                };
+                let dir = self.dir.join(path);
+                if !ty.ends_with("Dense") || !dir.join("model.safetensors").is_file() {
+                    continue;
+                }
+                let prefix = if path == "2_Dense" {
+                    "dense_2"
+                } else {
+                    "dense_3"
+                };
+                let cfg = tokenizer::special::read_object(&dir.join("config.json"))?;
+                let dim = |k: &str| -> Result<Option<u32>> {
+                    match cfg.as_ref().and_then(|c| c.get(k)) {
+                        None | Some(serde_json::Value::Null) => Ok(None),
+                        Some(v) => json_u32(k, v)
+                            .with_context(|| format!("{}", dir.join("config.json").display()))
+                            .map(Some),
+                    }
+                };
+                let dims = match (dim("in_features")?, dim("out_features")?) {
+                    (Some(i), Some(o)) => Some((i, o)),
+                    _ => None,
+                };
+                found.push(DenseModule {
+                    prefix: prefix.to_string(),
+                    dims,
+                    weights: ModelFolder::open(&dir)?,
+                });
+            }
+        }
+        Ok(self.dense.get_or_init(|| found))
     }
 
     /// The Hugging Face architecture name (`BertModel`).
@@ -321,7 +441,27 @@ impl HfFolder {
 
     /// The conversion: keys and tensors, as the converter would write them.
     pub fn conversion(&self, opts: &ConvertOptions) -> Result<Conversion<'_>> {
-        let sources = self.sources()?;
+        let mut sources = self.sources()?;
+        let mut dense_dims = Vec::new();
+        if opts.dense_modules && self.arch.dense_modules() {
+            // The converter's `generate_extra_tensors`: each module's weights (not its
+            // bias), renamed `linear` -> `dense_2`, before the model's own tensors.
+            let mut extra = Vec::new();
+            for m in self.dense_modules()? {
+                for (_, file) in m.weights.shards() {
+                    for v in file.tensors() {
+                        if v.name().ends_with(".weight") {
+                            extra.push((v.name().replace("linear", &m.prefix), v, file));
+                        }
+                    }
+                }
+                if let Some(d) = m.dims {
+                    dense_dims.push((m.prefix.clone(), d));
+                }
+            }
+            extra.append(&mut sources);
+            sources = extra;
+        }
         let outtype = match opts.outtype {
             OutType::Auto => guess_outtype(&sources),
             t => t,
@@ -338,10 +478,29 @@ impl HfFolder {
             outtype,
             vocab_pre: opts.vocab_pre.clone(),
             warnings: Vec::new(),
+            dense_dims,
         };
         ctx.put("general.architecture", table.name)?;
 
         let mut tensors = Vec::new();
+        let extra = if opts.vocab_only {
+            Vec::new()
+        } else {
+            self.arch.extra_tensors(&mut ctx)?
+        };
+        for (name, values) in extra {
+            let modified = self.arch.modify(&ctx, &name)?;
+            let shape = [values.len()];
+            tensors.push(OutTensor {
+                ty: tensor_type(&ctx, &modified.name, &shape, outtype),
+                name: modified.name,
+                ne: vec![values.len() as u64],
+                source_name: name,
+                dtype: Dtype::F32,
+                parts: vec![Part::made(bytemuck::cast_slice(&values).to_vec())],
+                permute: None,
+            });
+        }
         for (name, view, file) in sources {
             if [
                 ".attention.masked_bias",
@@ -358,17 +517,6 @@ impl HfFolder {
                 .modify(&ctx, &name)
                 .with_context(|| format!("{}", self.dir.display()))?;
             let new_name = modified.name;
-            if let Some(heads) = modified.permute {
-                let n = view.shape().first().copied().unwrap_or(0);
-                ensure!(
-                    heads > 0 && n % (2 * heads) == 0,
-                    "{}: tensor `{}` has {n} rows, which {heads} heads cannot split in halves",
-                    self.dir.display(),
-                    view.name()
-                );
-            }
-            let ty = tensor_type(&ctx, &new_name, view.shape(), outtype);
-            let ne: Vec<u64> = view.shape().iter().rev().map(|&d| d as u64).collect();
             ensure!(
                 can_decode(view.dtype()),
                 "{}: tensor `{}` has dtype {}, which quantforge cannot convert",
@@ -376,13 +524,58 @@ impl HfFolder {
                 view.name(),
                 view.dtype()
             );
+            let mut shape = view.shape().to_vec();
+            let mut data: Cow<'_, [u8]> = Cow::Borrowed(view.data());
+            let mut dtype = view.dtype();
+            if let Some(keep) = modified.rows
+                && let Some(rows) = shape.first_mut()
+                && keep < *rows
+            {
+                let row_bytes = data.len() / *rows;
+                data = Cow::Borrowed(&view.data()[..keep * row_bytes]);
+                *rows = keep;
+            }
+            let kept = data.len();
+            let mut permute = modified.permute;
+            if let Some(heads) = permute {
+                let n = shape.first().copied().unwrap_or(0);
+                ensure!(
+                    heads > 0 && n % (2 * heads) == 0,
+                    "{}: tensor `{}` has {n} rows, which {heads} heads cannot split in halves",
+                    self.dir.display(),
+                    view.name()
+                );
+                if shape.len() == 1 {
+                    // A permuted bias is small: permuted here, element by element.
+                    let elem = data.len() / n.max(1);
+                    let mut v = Vec::with_capacity(data.len());
+                    for r in 0..n {
+                        let s = permuted_index(permute, r, n);
+                        v.extend_from_slice(&data[s * elem..(s + 1) * elem]);
+                    }
+                    data = Cow::Owned(v);
+                    permute = None;
+                }
+            }
+            if let Some(shift) = modified.shift {
+                let (d, bytes) = shifted(view.name(), dtype, &data, shift)?;
+                dtype = d;
+                data = Cow::Owned(bytes);
+            }
+            let ty = tensor_type(&ctx, &new_name, &shape, outtype);
+            let ne: Vec<u64> = shape.iter().rev().map(|&d| d as u64).collect();
+            let part = match data {
+                Cow::Borrowed(_) => Part::mapped(&view, 0..kept, file),
+                Cow::Owned(v) => Part::made(v),
+            };
             tensors.push(OutTensor {
                 name: new_name,
                 ne,
                 ty,
-                source: view,
-                file,
-                permute: modified.permute,
+                source_name: view.name().to_string(),
+                dtype,
+                parts: vec![part],
+                permute,
             });
         }
         self.check_shapes(&tensors)?;
@@ -436,7 +629,7 @@ impl HfFolder {
             bail!(
                 "{}: tensor token_embd.weight (`{}`) is {} wide, but `{key}` in config.json is {v}",
                 self.dir.display(),
-                embd.source.name(),
+                embd.source_name,
                 embd.ne.first().copied().unwrap_or(0)
             );
         }

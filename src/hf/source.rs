@@ -7,7 +7,7 @@
 //! [`crate::model::Tensor::with_row_groups`]), a task's rows at a time.
 
 use super::{ConvertOptions, HfFolder, OutType};
-use crate::error::{Result, bail};
+use crate::error::{Context, Result, bail};
 use crate::model::{ModelSource, Tensor};
 use quantforge_formats::gguf::Metadata;
 use quantforge_formats::safetensors::Dtype;
@@ -28,11 +28,13 @@ struct Recipe {
     name: String,
     ty: GgmlType,
     shape: Vec<u64>,
-    /// The source tensor's name in its file.
-    source: String,
-    /// The bytes, when the converter widens the tensor (a bf16 norm kept in f32) or
-    /// permutes a 1-D one.
-    widened: Option<Vec<u8>>,
+    /// The source tensors' names in their files and the bytes of their data read: one,
+    /// or a MoE block's experts stacked (Gemma 3 drops embedding rows past the
+    /// vocabulary, so not always the whole tensor).
+    runs: Vec<(String, std::ops::Range<usize>)>,
+    /// The bytes, when the converter makes them (a bf16 norm kept in f32, a permuted
+    /// bias, a shifted norm) rather than reading them as stored.
+    bytes: Option<Vec<u8>>,
     /// Rows per interleaved group (Llama's Q/K weights: one group per head), else 1.
     group: usize,
 }
@@ -60,24 +62,25 @@ impl HfModel {
             })?;
             let mut recipes = Vec::with_capacity(conv.tensors.len());
             for t in &conv.tensors {
-                let src = float_type(t.source.dtype());
-                let rows = t.source.shape().first().copied().unwrap_or(0);
-                // A 2-D Q/K weight is read in interleaved row groups (one per head); a 1-D
-                // Q/K bias is small and permuted here, element by element.
-                let permuted = t.permuted_1d();
-                let group = match (t.permute, t.ne.len()) {
-                    (Some(heads), n) if n > 1 => rows / heads,
-                    _ => 1,
+                let src = float_type(t.dtype);
+                // A 2-D Q/K weight is read in interleaved row groups (one per head).
+                let group = match t.permute {
+                    Some(heads) => t.ne.last().copied().unwrap_or(0) as usize / heads,
+                    None => 1,
                 };
-                let widened = if src == Some(t.ty) {
-                    permuted
-                } else if t.ty == GgmlType::F32 && src.is_some() {
-                    let bytes = permuted.as_deref().unwrap_or(t.source.data());
-                    let mut f = vec![0f32; t.source.elements()];
+                let made = match t.parts.as_slice() {
+                    [p] if p.origin.is_none() => Some(p.bytes.to_vec()),
+                    _ => None,
+                };
+                let bytes = if src == Some(t.ty) {
+                    made
+                } else if let (GgmlType::F32, Some(_), [p]) = (t.ty, src, t.parts.as_slice()) {
+                    let n = p.bytes.len() / t.dtype.bytes_of(1).unwrap_or(1).max(1);
+                    let mut f = vec![0f32; n];
                     quantforge_formats::safetensors::decode_f32_into(
-                        t.source.name(),
-                        t.source.dtype(),
-                        bytes,
+                        &t.source_name,
+                        t.dtype,
+                        &p.bytes,
                         &mut f,
                     )?;
                     Some(bytemuck::cast_slice(&f).to_vec())
@@ -85,16 +88,20 @@ impl HfModel {
                     bail!(
                         "{}: tensor `{}` would be converted to {} by the converter",
                         dir.display(),
-                        t.source.name(),
+                        t.source_name,
                         t.ty.name()
                     );
+                };
+                let runs = match bytes {
+                    Some(_) => Vec::new(),
+                    None => t.parts.iter().filter_map(|p| p.origin.clone()).collect(),
                 };
                 recipes.push(Recipe {
                     name: t.name.clone(),
                     ty: t.ty,
                     shape: t.ne.iter().rev().copied().collect(),
-                    source: t.source.name().to_string(),
-                    widened,
+                    runs,
+                    bytes,
                     group,
                 });
             }
@@ -140,17 +147,36 @@ impl ModelSource for HfModel {
         let mut offset = 0u64;
         let mut out = Vec::with_capacity(self.recipes.len());
         for r in &self.recipes {
-            let view = self.folder.weights.tensor(&r.source)?;
-            let file = self.folder.weights.file_of(&r.source);
-            let (data, file) = match &r.widened {
-                Some(bytes) => (bytes.as_slice(), None),
-                None => (view.data(), file),
+            let tensor = match (&r.bytes, r.runs.as_slice()) {
+                (Some(bytes), _) => Tensor::of_bytes(
+                    &r.name,
+                    r.ty,
+                    r.shape.clone(),
+                    bytes.as_slice(),
+                    None,
+                    offset,
+                ),
+                (None, [(source, range)]) => {
+                    let view = self.folder.weights.tensor(source)?;
+                    let data = &view.data()[range.clone()];
+                    let file = self.folder.weights.file_of(source);
+                    Tensor::of_bytes(&r.name, r.ty, r.shape.clone(), data, file, offset)
+                }
+                (None, runs) => {
+                    let mut parts = Vec::with_capacity(runs.len());
+                    for (source, range) in runs {
+                        let view = self.folder.weights.tensor(source)?;
+                        let file =
+                            self.folder.weights.file_of(source).with_context(|| {
+                                format!("tensor `{source}`: not in a mapped file")
+                            })?;
+                        parts.push((&view.data()[range.clone()], file));
+                    }
+                    Tensor::stacked(&r.name, r.ty, r.shape.clone(), parts, offset)
+                }
             };
-            out.push(
-                Tensor::of_bytes(&r.name, r.ty, r.shape.clone(), data, file, offset)
-                    .with_row_groups(r.group),
-            );
-            offset += data.len() as u64;
+            offset += tensor.len() as u64;
+            out.push(tensor.with_row_groups(r.group));
         }
         Ok(out)
     }

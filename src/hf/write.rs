@@ -2,7 +2,7 @@
 //! rows widened to f32 and encoded on all threads, into a file that takes its name only
 //! when complete (so a failed or interrupted run leaves nothing under OUT).
 
-use super::{Conversion, OutTensor};
+use super::{Conversion, OutTensor, Part};
 use crate::error::{Context, Result};
 use quantforge_formats::gguf::{AtomicFile, GgufBuilder, GgufWriter};
 use quantforge_formats::safetensors::{self as st, Dtype};
@@ -68,13 +68,13 @@ pub fn write(conv: &Conversion<'_>, path: &Path) -> Result<Written> {
     let mut w = b.create(path)?;
     let mut gathered = Vec::new();
     if let Some(first) = conv.tensors.first() {
-        first.file.prefetch(first.source.data())?;
+        prefetch(first)?;
     }
     for (i, t) in conv.tensors.iter().enumerate() {
         // The next tensor's pages are asked for while this one is converted, and this
         // one's let go once written: memory does not grow with the model.
         if let Some(next) = conv.tensors.get(i + 1) {
-            next.file.prefetch(next.source.data())?;
+            prefetch(next)?;
         }
         write_tensor(t, &mut w, &mut gathered)?;
     }
@@ -166,7 +166,7 @@ pub fn write_split(
     let mut gathered = Vec::new();
     for (range, w) in parts.iter().zip(writers.iter_mut()) {
         for t in &conv.tensors[range.clone()] {
-            t.file.prefetch(t.source.data())?;
+            prefetch(t)?;
             write_tensor(t, w, &mut gathered)?;
         }
     }
@@ -183,82 +183,105 @@ pub fn write_split(
     Ok(out)
 }
 
-/// Writes one tensor's data: its rows gathered in output order, widened and encoded a slab
-/// at a time on all threads (or copied when the type does not change).
+/// Asks for a tensor's pages ahead of its conversion.
+fn prefetch(t: &OutTensor<'_>) -> Result<()> {
+    for p in &t.parts {
+        if let Some(file) = p.file {
+            file.prefetch(&p.bytes)?;
+        }
+    }
+    Ok(())
+}
+
+/// Lets go of a mapped part's pages once written (not a permuted one's, whose rows are
+/// read out of order).
+fn release(t: &OutTensor<'_>, p: &Part<'_>, bytes: &[u8]) -> Result<()> {
+    if let Some(file) = p.file
+        && t.permute.is_none()
+    {
+        file.release(bytes)?;
+    }
+    Ok(())
+}
+
+/// Writes one tensor's data: its parts in turn, each part's rows gathered in output
+/// order, widened and encoded a slab at a time on all threads (or copied when the type
+/// does not change).
 fn write_tensor<W: Write>(
     t: &OutTensor<'_>,
     w: &mut GgufWriter<'_, W>,
     gathered: &mut Vec<u8>,
 ) -> Result<()> {
-    {
-        let elem = t
-            .source
-            .dtype()
-            .bytes_of(1)
-            .with_context(|| format!("tensor `{}`", t.source.name()))?;
-        // A permuted 1-D tensor (a bias) is permuted element by element, whole.
-        let permuted_1d = t.permuted_1d();
-        let src: &[u8] = permuted_1d.as_deref().unwrap_or(t.source.data());
-        let rows_permuted = t.permute.is_some() && t.ne.len() > 1;
-        if same_bytes(t.source.dtype()) == Some(t.ty) && !rows_permuted {
-            for chunk in src.chunks(SLAB_BYTES) {
-                w.write_chunk(chunk)?;
-                if t.permute.is_none() {
-                    t.file.release(chunk)?;
-                }
-            }
-            if src.is_empty() {
-                w.write_chunk(&[])?;
-            }
-            return Ok(());
+    let elem = t
+        .dtype
+        .bytes_of(1)
+        .with_context(|| format!("tensor `{}`", t.source_name))?;
+    let row_len = t.ne.first().copied().unwrap_or(1) as usize;
+    let total: usize = t.parts.iter().map(|p| p.bytes.len()).sum();
+    if total == 0 {
+        w.write_chunk(&[])?;
+        return Ok(());
+    }
+    for p in &t.parts {
+        write_part(t, p, elem, row_len, w, gathered)?;
+    }
+    Ok(())
+}
+
+/// Writes one part of a tensor (whole rows).
+fn write_part<W: Write>(
+    t: &OutTensor<'_>,
+    p: &Part<'_>,
+    elem: usize,
+    row_len: usize,
+    w: &mut GgufWriter<'_, W>,
+    gathered: &mut Vec<u8>,
+) -> Result<()> {
+    let src: &[u8] = &p.bytes;
+    let rows_permuted = t.permute.is_some();
+    if same_bytes(t.dtype) == Some(t.ty) && !rows_permuted {
+        for chunk in src.chunks(SLAB_BYTES) {
+            w.write_chunk(chunk)?;
+            release(t, p, chunk)?;
         }
-        let row_len = t.ne.first().copied().unwrap_or(1) as usize;
-        let n_rows = if row_len == 0 {
-            0
+        return Ok(());
+    }
+    let src_row = row_len * elem;
+    let n_rows = src.len() / src_row.max(1);
+    let dst_row = t.ty.row_size(row_len)?;
+    let task = task_rows(row_len);
+    let slab_rows = (SLAB_BYTES / dst_row.max(1)).max(1).div_ceil(task) * task;
+    let mut out = vec![0u8; slab_rows.min(n_rows) * dst_row];
+    let mut row = 0;
+    while row < n_rows {
+        let rows = slab_rows.min(n_rows - row);
+        let x: &[u8] = if rows_permuted {
+            gathered.clear();
+            for r in row..row + rows {
+                let s = t.source_index(r, n_rows);
+                gathered.extend_from_slice(&src[s * src_row..(s + 1) * src_row]);
+            }
+            gathered
         } else {
-            (t.ne.iter().product::<u64>() / row_len as u64) as usize
+            &src[row * src_row..(row + rows) * src_row]
         };
-        let src_row = row_len * elem;
-        let dst_row = t.ty.row_size(row_len)?;
-        let task = task_rows(row_len);
-        let slab_rows = (SLAB_BYTES / dst_row.max(1)).max(1).div_ceil(task) * task;
-        let mut out = vec![0u8; slab_rows.min(n_rows) * dst_row];
-        let mut row = 0;
-        while row < n_rows {
-            let rows = slab_rows.min(n_rows - row);
-            let x: &[u8] = if rows_permuted {
-                gathered.clear();
-                for r in row..row + rows {
-                    let s = t.source_index(r, n_rows);
-                    gathered.extend_from_slice(&src[s * src_row..(s + 1) * src_row]);
-                }
-                gathered
-            } else {
-                &src[row * src_row..(row + rows) * src_row]
-            };
-            let y = &mut out[..rows * dst_row];
-            if same_bytes(t.source.dtype()) == Some(t.ty) {
-                y.copy_from_slice(x);
-            } else {
-                y.par_chunks_mut(task * dst_row)
-                    .zip(x.par_chunks(task * src_row))
-                    .try_for_each_init(Vec::new, |buf: &mut Vec<f32>, (y, x)| -> Result<()> {
-                        let n = x.len() / src_row * row_len;
-                        buf.resize(n, 0.0);
-                        st::decode_f32_into(t.source.name(), t.source.dtype(), x, buf)?;
-                        encode(t.ty, buf, row_len, y)
-                            .with_context(|| format!("tensor `{}`", t.source.name()))
-                    })?;
-            }
-            w.write_chunk(y)?;
-            if t.permute.is_none() {
-                t.file.release(x)?;
-            }
-            row += rows;
+        let y = &mut out[..rows * dst_row];
+        if same_bytes(t.dtype) == Some(t.ty) {
+            y.copy_from_slice(x);
+        } else {
+            y.par_chunks_mut(task * dst_row)
+                .zip(x.par_chunks(task * src_row))
+                .try_for_each_init(Vec::new, |buf: &mut Vec<f32>, (y, x)| -> Result<()> {
+                    let n = x.len() / src_row * row_len;
+                    buf.resize(n, 0.0);
+                    st::decode_f32_into(&t.source_name, t.dtype, x, buf)?;
+                    encode(t.ty, buf, row_len, y)
+                        .with_context(|| format!("tensor `{}`", t.source_name))
+                })?;
         }
-        if n_rows == 0 {
-            w.write_chunk(&[])?;
-        }
+        w.write_chunk(y)?;
+        release(t, p, x)?;
+        row += rows;
     }
     Ok(())
 }

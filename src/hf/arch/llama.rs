@@ -51,8 +51,8 @@ impl Arch for Llama {
             None
         };
         Ok(Modified {
-            name: ctx.tensor_map.map(&name)?,
             permute,
+            ..Modified::name(ctx.tensor_map.map(&name)?)
         })
     }
 

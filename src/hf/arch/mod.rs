@@ -8,7 +8,9 @@
 //! (`super::tables`). Adding an architecture is one module and one [`REGISTRY`] entry.
 
 mod bert;
+mod gemma;
 mod llama;
+mod phi3;
 mod qwen;
 
 use super::Ctx;
@@ -103,12 +105,18 @@ impl TensorMap {
 }
 
 /// What `modify_tensors` makes of a source tensor.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Modified {
     /// The GGUF name.
     pub name: String,
     /// Llama's Q/K rotary permutation with this many heads.
     pub permute: Option<usize>,
+    /// A constant added to every value, in the precision the converter adds it in
+    /// (Gemma's norms, stored as `w - 1`).
+    pub shift: Option<f32>,
+    /// Only the first this many rows of the outermost axis are kept (Gemma 3's
+    /// embedding rows past the vocabulary).
+    pub rows: Option<usize>,
 }
 
 impl Modified {
@@ -117,6 +125,8 @@ impl Modified {
         Modified {
             name,
             permute: None,
+            shift: None,
+            rows: None,
         }
     }
 }
@@ -142,6 +152,18 @@ pub trait Arch: Sync {
 
     /// The tokenizer keys of `set_vocab`.
     fn vocab(&self, ctx: &mut Ctx<'_>) -> Result<()>;
+
+    /// The converter's `generate_extra_tensors`: f32 tensors made from the config (GGUF
+    /// name, values), written before the checkpoint's; keys it writes on the way come
+    /// right after `general.architecture`, as the converter prepares tensors first.
+    fn extra_tensors(&self, _ctx: &mut Ctx<'_>) -> Result<Vec<(String, Vec<f32>)>> {
+        Ok(Vec::new())
+    }
+
+    /// Whether `--sentence-transformers-dense-modules` adds the folder's `Dense` modules.
+    fn dense_modules(&self) -> bool {
+        false
+    }
 }
 
 /// `TextModel.filter_tensors` (and `ModelBase`'s): multimodal tensors dropped, a few names
@@ -229,6 +251,10 @@ pub static REGISTRY: &[(&str, &dyn Arch)] = &[
             bare_names: true,
         },
     ),
+    ("Gemma2ForCausalLM", &gemma::Gemma::Gemma2),
+    ("Gemma3ForCausalLM", &gemma::Gemma::Gemma3),
+    ("Gemma3TextModel", &gemma::Gemma::Embedding),
+    ("Phi3ForCausalLM", &phi3::Phi3),
 ];
 
 /// The converter class of Hugging Face architecture `name`, or an error listing those

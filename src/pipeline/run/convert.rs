@@ -57,7 +57,7 @@ impl Job<'_, '_> {
             pad.fill(0);
             rest = more;
             let t = &self.plan.tensors[p.tensor];
-            let src = &self.sources[p.tensor].data()[p.src.clone()];
+            let src = self.sources[p.tensor].bytes(p.src.clone())?;
             match row_sizes(t)? {
                 Some(RowSizes {
                     src: src_row,
@@ -81,7 +81,7 @@ impl Job<'_, '_> {
                 }
                 None if p.out_len > 0 => {
                     let group = self.sources[p.tensor].row_group();
-                    let len = self.sources[p.tensor].data().len();
+                    let len = self.sources[p.tensor].len();
                     let chunk = if group > 1 {
                         COPY_TASK_BYTES.next_multiple_of(group_bytes(t, len, group))
                     } else {
@@ -114,7 +114,7 @@ impl Job<'_, '_> {
                         let source = self.sources[tensor];
                         if source.row_group() > 1 {
                             let rows: u64 = self.plan.tensors[tensor].ne[1..].iter().product();
-                            let row_bytes = source.data().len() / rows.max(1) as usize;
+                            let row_bytes = source.len() / rows.max(1) as usize;
                             let mut buf = REORDERED.take();
                             source.reorder_groups(x, row_bytes, &mut buf);
                             y.copy_from_slice(&buf);

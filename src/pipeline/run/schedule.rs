@@ -55,7 +55,9 @@ pub(super) fn pieces(
         // Source and output bytes of a step, and of the unit a step is made of.
         // A tensor read in interleaved row groups is cut at group boundaries only.
         let group = source.row_group();
-        let len = source.data().len();
+        let len = source.len();
+        // A stacked tensor's pieces stay within one of its runs.
+        let run = source.run_bytes().filter(|&n| n > 0).unwrap_or(len.max(1));
         let (src_unit, out_unit, units) = match row_sizes(t)? {
             Some(row) => (
                 row.src,
@@ -78,7 +80,7 @@ pub(super) fn pieces(
         }
         let mut at = 0;
         loop {
-            let end = (at + src_unit * units).min(len);
+            let end = (at + src_unit * units).min(len).min((at / run + 1) * run);
             let out_at = (at / src_unit * out_unit) as u64;
             let out_len = (end - at) / src_unit * out_unit;
             pieces.push(Piece {

@@ -28,6 +28,8 @@ pub const FIXTURES: &[(&str, Builder)] = &[
     ("embeddinggemma-tiny", embeddinggemma),
     ("phi3-tiny", phi3_128k),
     ("phi3-4k-tiny", phi3_4k),
+    ("qwen3moe-tiny", qwen3_moe),
+    ("qwen3moe-fused-tiny", qwen3_moe_fused),
 ];
 
 /// Writes every fixture under `out`, reading vocabularies from `vocabs`.
@@ -1171,7 +1173,7 @@ fn gemma3_bpe(vocabs: &Path, dir: &Path) {
         &dir.join("config.json"),
         &gemma3_config("Gemma3ForCausalLM", dims, vocab, "bfloat16", json!({})),
     );
-    let mut rng = Rng(0x6733_6270_65);
+    let mut rng = Rng(0x0067_3362_7065);
     let t = gemma3_tensors(&mut rng, random_bf16, "model.", vocab, dims);
     write_safetensors(&dir.join("model.safetensors"), t);
 }
@@ -1431,4 +1433,144 @@ fn phi3_4k(vocabs: &Path, dir: &Path) {
     let mut rng = Rng(0x7068_6934);
     let t = phi3_tensors(&mut rng, random_f16, vocab, dims);
     write_safetensors(&dir.join("model.safetensors"), t);
+}
+
+/// A Qwen3-MoE-style model: bf16, eight experts per block stored one tensor per expert
+/// (which the converter stacks into one 3-D tensor per projection), a router, Q/K norms,
+/// GPT-2's vocabulary, in two shards that each hold experts of every block (so a block's
+/// stacked tensors are written when its last expert is read, in the second shard).
+fn qwen3_moe_files(vocabs: &Path, dir: &Path, fused: bool) {
+    let vocab_n = gpt2_tokenizer(vocabs, dir);
+    let (embd, ff, moe_ff, layers, heads, kv, head_dim, experts) = (
+        256usize, 512usize, 256usize, 2usize, 4usize, 2usize, 64usize, 8usize,
+    );
+    write_json(
+        &dir.join("config.json"),
+        &json!({
+            "architectures": ["Qwen3MoeForCausalLM"],
+            "attention_bias": false,
+            "attention_dropout": 0.0,
+            "bos_token_id": 50256,
+            "decoder_sparse_step": 1,
+            "eos_token_id": 50256,
+            "head_dim": head_dim,
+            "hidden_act": "silu",
+            "hidden_size": embd,
+            "initializer_range": 0.02,
+            "intermediate_size": ff,
+            "max_position_embeddings": 40960,
+            "max_window_layers": layers,
+            "mlp_only_layers": [],
+            "model_type": "qwen3_moe",
+            "moe_intermediate_size": moe_ff,
+            "norm_topk_prob": true,
+            "num_attention_heads": heads,
+            "num_experts": experts,
+            "num_experts_per_tok": 2,
+            "num_hidden_layers": layers,
+            "num_key_value_heads": kv,
+            "output_router_logits": false,
+            "rms_norm_eps": 1e-6,
+            "rope_scaling": null,
+            "rope_theta": 1000000.0,
+            "router_aux_loss_coef": 0.001,
+            "sliding_window": null,
+            "tie_word_embeddings": true,
+            "torch_dtype": "bfloat16",
+            "transformers_version": "4.57.6",
+            "use_cache": true,
+            "use_sliding_window": false,
+            "vocab_size": vocab_n
+        }),
+    );
+    let mut rng = Rng(0x0071_776d_6f65);
+    let d = random_bf16;
+    let mut t = vec![
+        d(
+            &mut rng,
+            "model.embed_tokens.weight",
+            &[vocab_n, embd],
+            0.02,
+            0.0,
+        ),
+        d(&mut rng, "model.norm.weight", &[embd], 0.05, 1.0),
+    ];
+    for l in 0..layers {
+        let p = format!("model.layers.{l}");
+        let q_rows = heads * head_dim;
+        let kv_rows = kv * head_dim;
+        for (name, shape) in [
+            ("self_attn.q_proj", [q_rows, embd]),
+            ("self_attn.k_proj", [kv_rows, embd]),
+            ("self_attn.v_proj", [kv_rows, embd]),
+            ("self_attn.o_proj", [embd, q_rows]),
+            ("mlp.gate", [experts, embd]),
+        ] {
+            t.push(d(
+                &mut rng,
+                &format!("{p}.{name}.weight"),
+                &shape,
+                0.05,
+                0.0,
+            ));
+        }
+        if fused {
+            let gate_up = [experts, 2 * moe_ff, embd];
+            t.push(d(
+                &mut rng,
+                &format!("{p}.mlp.experts.gate_up_proj"),
+                &gate_up,
+                0.05,
+                0.0,
+            ));
+            let down = [experts, embd, moe_ff];
+            t.push(d(
+                &mut rng,
+                &format!("{p}.mlp.experts.down_proj"),
+                &down,
+                0.05,
+                0.0,
+            ));
+        } else {
+            for x in 0..experts {
+                for (name, shape) in [
+                    ("gate_proj", [moe_ff, embd]),
+                    ("up_proj", [moe_ff, embd]),
+                    ("down_proj", [embd, moe_ff]),
+                ] {
+                    let name = format!("{p}.mlp.experts.{x}.{name}.weight");
+                    t.push(d(&mut rng, &name, &shape, 0.05, 0.0));
+                }
+            }
+        }
+        for norm in ["input_layernorm", "post_attention_layernorm"] {
+            t.push(d(
+                &mut rng,
+                &format!("{p}.{norm}.weight"),
+                &[embd],
+                0.05,
+                1.0,
+            ));
+        }
+        for norm in ["self_attn.q_norm", "self_attn.k_norm"] {
+            t.push(d(
+                &mut rng,
+                &format!("{p}.{norm}.weight"),
+                &[head_dim],
+                0.05,
+                1.0,
+            ));
+        }
+    }
+    write_sharded(dir, t, 2);
+}
+
+fn qwen3_moe(vocabs: &Path, dir: &Path) {
+    qwen3_moe_files(vocabs, dir, false);
+}
+
+/// The same model as transformers 5 saves it: each block's experts already stacked, the
+/// gate and up projections fused (which the converter splits).
+fn qwen3_moe_fused(vocabs: &Path, dir: &Path) {
+    qwen3_moe_files(vocabs, dir, true);
 }

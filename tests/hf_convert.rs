@@ -451,3 +451,17 @@ fn a_malformed_sentencepiece_model_is_refused_by_name() {
     std::fs::write(f.join("tokenizer.model"), bytes).unwrap();
     refused(&f, &[], &["tokenizer.model", "not a SentencePiece model"]);
 }
+
+#[test]
+fn experts_that_do_not_fill_their_blocks_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The config promises nine experts per block; the shards hold eight.
+    let Some(f) = copy_fixture("qwen3moe-tiny", tmp.path(), "nine-experts") else {
+        return;
+    };
+    let path = f.join("config.json");
+    let mut c: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    c["num_experts"] = Value::from(9);
+    std::fs::write(&path, c.to_string()).unwrap();
+    refused(&f, &[], &["nine-experts", "expert tensors", "mlp.experts."]);
+}

@@ -44,8 +44,12 @@ fn random_imatrix(model: &Path, path: &Path) -> Imatrix {
         if ne.len() < 2 || ne[1] == 1 || t.name() == "token_embd.weight" {
             continue;
         }
-        let sums: Vec<f32> = (0..ne[0]).map(|_| 50.0 * unit() * unit()).collect();
-        entries.push((t.name().to_string(), sums, vec![123.0f32]));
+        // A MoE tensor has one row of sums and one count per expert.
+        let experts = ne.get(2).copied().unwrap_or(1).max(1);
+        let sums: Vec<f32> = (0..ne[0] * experts)
+            .map(|_| 50.0 * unit() * unit())
+            .collect();
+        entries.push((t.name().to_string(), sums, vec![123.0f32; experts as usize]));
     }
     let refs: Vec<_> = entries
         .iter()
@@ -162,7 +166,21 @@ fn one_pass_equals_converter_then_llama_quantize() {
         OutType::Bf16,
     );
     check("phi3-tiny", &fx.path().join("phi3-tiny"), OutType::Bf16);
-    check("phi3-4k-tiny", &fx.path().join("phi3-4k-tiny"), OutType::F16);
+    check(
+        "qwen3moe-tiny",
+        &fx.path().join("qwen3moe-tiny"),
+        OutType::Bf16,
+    );
+    check(
+        "qwen3moe-fused-tiny",
+        &fx.path().join("qwen3moe-fused-tiny"),
+        OutType::Bf16,
+    );
+    check(
+        "phi3-4k-tiny",
+        &fx.path().join("phi3-4k-tiny"),
+        OutType::F16,
+    );
     check(
         "embeddinggemma-tiny",
         &fx.path().join("embeddinggemma-tiny"),

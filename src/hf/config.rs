@@ -118,6 +118,27 @@ fn gemma3_defaults() -> Json {
     })
 }
 
+/// Defaults of `Qwen3MoeConfig`.
+fn qwen3_moe_defaults() -> Json {
+    json!({
+        "vocab_size": 151936,
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 768,
+        "rope_scaling": null,
+        "sliding_window": null,
+        "tie_word_embeddings": false,
+    })
+}
+
 /// Defaults of `Phi3Config`.
 fn phi3_defaults() -> Json {
     json!({
@@ -172,6 +193,7 @@ impl Config {
             "Gemma2ForCausalLM" => gemma2_defaults(),
             "Gemma3ForCausalLM" | "Gemma3TextModel" => gemma3_defaults(),
             "Phi3ForCausalLM" => phi3_defaults(),
+            "Qwen3MoeForCausalLM" => qwen3_moe_defaults(),
             _ => json!({}),
         };
         if let Json::Object(d) = defaults {

@@ -30,7 +30,7 @@ pub use source::HfModel;
 pub use write::{Written, part_paths, split_parts, write, write_split};
 
 use crate::error::{Context, Error, Result, bail, ensure};
-use arch::{Arch, TensorMap};
+use arch::{Arch, Experts, TensorMap};
 use config::Config;
 use quantforge_formats::gguf::{Metadata, Value};
 use quantforge_formats::safetensors::{Dtype, ModelFolder, SafeTensors, TensorView};
@@ -501,7 +501,9 @@ impl HfFolder {
                 permute: None,
             });
         }
-        for (name, view, file) in sources {
+        let mut experts: HashMap<usize, HashMap<String, (TensorView<'_>, &SafeTensors<'static>)>> =
+            HashMap::new();
+        for (mut name, view, file) in sources {
             if [
                 ".attention.masked_bias",
                 ".attention.bias",
@@ -511,6 +513,52 @@ impl HfFolder {
             .any(|s| name.ends_with(s))
             {
                 continue;
+            }
+            match self.arch.experts(&ctx, &name)? {
+                Experts::No => {}
+                Experts::Down => {
+                    if !name.ends_with(".weight") {
+                        name.push_str(".weight");
+                    }
+                }
+                Experts::GateUp => {
+                    for t in self.split_gate_up(&ctx, &name, &view, file, outtype)? {
+                        tensors.push(t);
+                    }
+                    continue;
+                }
+                Experts::Buffer(n) => {
+                    let bid = block_of(&name).with_context(|| {
+                        format!(
+                            "{}: expert tensor `{name}` has no block number",
+                            self.dir.display()
+                        )
+                    })?;
+                    let block = experts.entry(bid).or_default();
+                    block.insert(name, (view, file));
+                    if block.len() >= n * 3 {
+                        let mut block = experts.remove(&bid).unwrap_or_default();
+                        for w in ["down_proj", "gate_proj", "up_proj"] {
+                            let mut runs = Vec::with_capacity(n);
+                            for x in 0..n {
+                                let ename =
+                                    format!("model.layers.{bid}.mlp.experts.{x}.{w}.weight");
+                                runs.push(block.remove(&ename).with_context(|| {
+                                    format!(
+                                        "{}: expert tensor `{ename}` is missing",
+                                        self.dir.display()
+                                    )
+                                })?);
+                            }
+                            let merged = format!("model.layers.{bid}.mlp.experts.{w}.weight");
+                            tensors.push(self.stacked(&ctx, &merged, runs, outtype)?);
+                        }
+                        if !block.is_empty() {
+                            experts.insert(bid, block);
+                        }
+                    }
+                    continue;
+                }
             }
             let modified = self
                 .arch
@@ -578,6 +626,15 @@ impl HfFolder {
                 permute,
             });
         }
+        let mut left: Vec<&String> = experts.values().flat_map(|b| b.keys()).collect();
+        left.sort();
+        if let Some(first) = left.first() {
+            bail!(
+                "{}: {} expert tensors do not make whole blocks of experts, `{first}` among them",
+                self.dir.display(),
+                left.len()
+            );
+        }
         self.check_shapes(&tensors)?;
         let mut names = HashMap::new();
         for t in &tensors {
@@ -617,6 +674,100 @@ impl HfFolder {
 }
 
 impl HfFolder {
+    /// One block's experts of one projection stacked into a 3-D tensor (`torch.stack`:
+    /// each expert's bytes in turn), named `merged` before mapping.
+    fn stacked<'a>(
+        &'a self,
+        ctx: &Ctx<'_>,
+        merged: &str,
+        runs: Vec<(TensorView<'a>, &'a SafeTensors<'static>)>,
+        outtype: OutType,
+    ) -> Result<OutTensor<'a>> {
+        let (first, _) = &runs[0];
+        for (v, _) in &runs {
+            ensure!(
+                v.shape() == first.shape() && v.dtype() == first.dtype(),
+                "{}: expert tensor `{}` is {} {:?}, `{}` is {} {:?}: they cannot be stacked",
+                self.dir.display(),
+                first.name(),
+                first.dtype(),
+                first.shape(),
+                v.name(),
+                v.dtype(),
+                v.shape()
+            );
+            ensure!(
+                can_decode(v.dtype()),
+                "{}: tensor `{}` has dtype {}, which quantforge cannot convert",
+                self.dir.display(),
+                v.name(),
+                v.dtype()
+            );
+        }
+        let mut shape = vec![runs.len()];
+        shape.extend_from_slice(first.shape());
+        let name = self.arch.modify(ctx, merged)?.name;
+        Ok(OutTensor {
+            ty: tensor_type(ctx, &name, &shape, outtype),
+            ne: shape.iter().rev().map(|&d| d as u64).collect(),
+            name,
+            source_name: first.name().to_string(),
+            dtype: first.dtype(),
+            parts: runs
+                .iter()
+                .map(|(v, f)| Part::mapped(v, 0..v.data().len(), f))
+                .collect(),
+            permute: None,
+        })
+    }
+
+    /// Stacked fused gate and up projections (experts, 2 x rows, width) split in halves
+    /// along the rows: each expert's first half the gate, the second the up projection.
+    fn split_gate_up<'a>(
+        &'a self,
+        ctx: &Ctx<'_>,
+        name: &str,
+        view: &TensorView<'a>,
+        file: &'a SafeTensors<'static>,
+        outtype: OutType,
+    ) -> Result<Vec<OutTensor<'a>>> {
+        let shape = view.shape();
+        ensure!(
+            shape.len() >= 3 && shape[shape.len() - 2] % 2 == 0 && can_decode(view.dtype()),
+            "{}: tensor `{name}` is {} {shape:?}, not stacked gate and up projections",
+            self.dir.display(),
+            view.dtype()
+        );
+        let rows = shape[shape.len() - 2];
+        let experts: usize = shape[..shape.len() - 2].iter().product();
+        let row_bytes = view.data().len() / (experts * rows).max(1);
+        let half = rows / 2 * row_bytes;
+        let base = name.strip_suffix(".weight").unwrap_or(name);
+        let base = base.strip_suffix(".gate_up_proj").unwrap_or(base);
+        let mut out_shape = shape.to_vec();
+        out_shape[shape.len() - 2] = rows / 2;
+        let mut out = Vec::with_capacity(2);
+        for (k, w) in ["gate_proj", "up_proj"].iter().enumerate() {
+            let name = self.arch.modify(ctx, &format!("{base}.{w}.weight"))?.name;
+            let parts = (0..experts)
+                .map(|e| {
+                    let at = e * 2 * half + k * half;
+                    Part::mapped(view, at..at + half, file)
+                })
+                .collect();
+            out.push(OutTensor {
+                ty: tensor_type(ctx, &name, &out_shape, outtype),
+                ne: out_shape.iter().rev().map(|&d| d as u64).collect(),
+                name,
+                source_name: view.name().to_string(),
+                dtype: view.dtype(),
+                parts,
+                permute: None,
+            });
+        }
+        Ok(out)
+    }
+
     /// Refuses tensors whose shapes contradict `config.json` (a config from another
     /// model): the token embedding's width must be the hidden size.
     fn check_shapes(&self, tensors: &[OutTensor<'_>]) -> Result<()> {
@@ -635,6 +786,13 @@ impl HfFolder {
         }
         Ok(())
     }
+}
+
+/// The block number of a tensor name: its first all-digit part, as the converter finds it.
+fn block_of(name: &str) -> Option<usize> {
+    name.split('.')
+        .find(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|p| p.parse().ok())
 }
 
 /// A source tensor: the name it goes on with after the architecture's filter, its view,

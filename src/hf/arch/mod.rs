@@ -131,6 +131,23 @@ impl Modified {
     }
 }
 
+/// What `Qwen2MoeModel.modify_tensors` does with an expert tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Experts {
+    /// Not an expert tensor.
+    No,
+    /// One expert's projection, buffered until its block's `n` experts' down, gate and up
+    /// projections are all read, then stacked (down, gate, up; experts in order) into one
+    /// 3-D tensor each.
+    Buffer(usize),
+    /// A stacked down projection (`mlp.experts.down_proj`, transformers 5): mapped as
+    /// it is, `.weight` added.
+    Down,
+    /// Stacked fused gate and up projections (`mlp.experts.gate_up_proj`): each expert's
+    /// first half of rows is the gate, the second the up projection.
+    GateUp,
+}
+
 /// What one converter class does.
 pub trait Arch: Sync {
     /// The architecture's table.
@@ -158,6 +175,11 @@ pub trait Arch: Sync {
     /// right after `general.architecture`, as the converter prepares tensors first.
     fn extra_tensors(&self, _ctx: &mut Ctx<'_>) -> Result<Vec<(String, Vec<f32>)>> {
         Ok(Vec::new())
+    }
+
+    /// How the converter handles a MoE expert tensor (see [`Experts`]).
+    fn experts(&self, _ctx: &Ctx<'_>, _name: &str) -> Result<Experts> {
+        Ok(Experts::No)
     }
 
     /// Whether `--sentence-transformers-dense-modules` adds the folder's `Dense` modules.
@@ -255,6 +277,7 @@ pub static REGISTRY: &[(&str, &dyn Arch)] = &[
     ("Gemma3ForCausalLM", &gemma::Gemma::Gemma3),
     ("Gemma3TextModel", &gemma::Gemma::Embedding),
     ("Phi3ForCausalLM", &phi3::Phi3),
+    ("Qwen3MoeForCausalLM", &qwen::Qwen3Moe),
 ];
 
 /// The converter class of Hugging Face architecture `name`, or an error listing those

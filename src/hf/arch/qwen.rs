@@ -1,9 +1,10 @@
 //! `Qwen2Model` and `Qwen3Model`: llama-like blocks without the rotary permutation, a
 //! byte-level BPE vocabulary, sentence-transformers pooling when the folder has one.
 
-use super::{Arch, ArchTable, Modified, pooling, text_parameters};
-use crate::error::{Result, bail};
+use super::{Arch, ArchTable, Experts, Modified, pooling, text_parameters};
+use crate::error::{Error, Result, bail};
 use crate::hf::Ctx;
+use crate::hf::json_u32;
 use serde_json::Value as Json;
 
 /// The converter's `Qwen2Model` (`v3: false`) and `Qwen3Model` classes.
@@ -86,4 +87,54 @@ fn is_reranker(ctx: &Ctx<'_>) -> Result<bool> {
         return Ok(true);
     }
     Ok(arch.to_lowercase().contains("sequenceclassification"))
+}
+
+/// The converter's `Qwen3MoeModel` (a `Qwen2MoeModel`): the common keys and the expert
+/// widths, a byte-level BPE vocabulary, each block's experts stacked into 3-D tensors.
+pub struct Qwen3Moe;
+
+impl Arch for Qwen3Moe {
+    fn table(&self) -> &'static ArchTable {
+        &crate::hf::tables::QWEN3MOE
+    }
+
+    fn experts(&self, ctx: &Ctx<'_>, name: &str) -> Result<Experts> {
+        let stem = name.strip_suffix(".weight").unwrap_or(name);
+        if stem.ends_with("mlp.experts.down_proj") {
+            return Ok(Experts::Down);
+        }
+        if stem.ends_with("mlp.experts.gate_up_proj") {
+            return Ok(Experts::GateUp);
+        }
+        if !name.contains("experts") {
+            return Ok(Experts::No);
+        }
+        let (key, n) = ctx
+            .config
+            .find(&["num_local_experts", "num_experts"])
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "{}: expert tensor `{name}` but no `num_experts`",
+                    ctx.config.path().display()
+                ))
+            })?;
+        Ok(Experts::Buffer(json_u32(key, n)? as usize))
+    }
+
+    fn parameters(&self, ctx: &mut Ctx<'_>) -> Result<()> {
+        text_parameters(ctx)?;
+        if let Some(v) = ctx.config.get("moe_intermediate_size") {
+            let v = json_u32("moe_intermediate_size", v)?;
+            ctx.put_arch("expert_feed_forward_length", v)?;
+        }
+        if let Some(v) = ctx.config.get("shared_expert_intermediate_size") {
+            let v = json_u32("shared_expert_intermediate_size", v)?;
+            ctx.put_arch("expert_shared_feed_forward_length", v)?;
+        }
+        Ok(())
+    }
+
+    fn vocab(&self, ctx: &mut Ctx<'_>) -> Result<()> {
+        super::llama::load_gpt2_vocab(ctx)
+    }
 }

@@ -527,7 +527,7 @@ impl HfFolder {
                     }
                     continue;
                 }
-                Experts::Buffer(n) => {
+                Experts::Buffer(stack) => {
                     let bid = block_of(&name).with_context(|| {
                         format!(
                             "{}: expert tensor `{name}` has no block number",
@@ -535,14 +535,19 @@ impl HfFolder {
                         )
                     })?;
                     let block = experts.entry(bid).or_default();
-                    block.insert(name, (view, file));
-                    if block.len() >= n * 3 {
+                    // LlamaModel buffers bare-named checkpoints' experts with `model.`.
+                    let key = if stack.source.starts_with("model.") && !name.starts_with("model.") {
+                        format!("model.{name}")
+                    } else {
+                        name
+                    };
+                    block.insert(key, (view, file));
+                    if block.len() >= stack.n * 3 {
                         let mut block = experts.remove(&bid).unwrap_or_default();
-                        for w in ["down_proj", "gate_proj", "up_proj"] {
-                            let mut runs = Vec::with_capacity(n);
-                            for x in 0..n {
-                                let ename =
-                                    format!("model.layers.{bid}.mlp.experts.{x}.{w}.weight");
+                        for w in stack.projections {
+                            let mut runs = Vec::with_capacity(stack.n);
+                            for x in 0..stack.n {
+                                let ename = stack.source_name(bid, x, w);
                                 runs.push(block.remove(&ename).with_context(|| {
                                     format!(
                                         "{}: expert tensor `{ename}` is missing",
@@ -550,7 +555,7 @@ impl HfFolder {
                                     )
                                 })?);
                             }
-                            let merged = format!("model.layers.{bid}.mlp.experts.{w}.weight");
+                            let merged = stack.merged_name(bid, w);
                             tensors.push(self.stacked(&ctx, &merged, runs, outtype)?);
                         }
                         if !block.is_empty() {

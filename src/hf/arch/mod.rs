@@ -131,21 +131,62 @@ impl Modified {
     }
 }
 
-/// What `Qwen2MoeModel.modify_tensors` does with an expert tensor.
+/// What an architecture's `modify_tensors` does with a MoE expert tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Experts {
     /// Not an expert tensor.
     No,
-    /// One expert's projection, buffered until its block's `n` experts' down, gate and up
-    /// projections are all read, then stacked (down, gate, up; experts in order) into one
+    /// One expert's projection, buffered until all of its block's are read, then stacked
+    /// (projections in [`ExpertStack::projections`] order, experts in order) into one
     /// 3-D tensor each.
-    Buffer(usize),
+    Buffer(ExpertStack),
     /// A stacked down projection (`mlp.experts.down_proj`, transformers 5): mapped as
     /// it is, `.weight` added.
     Down,
     /// Stacked fused gate and up projections (`mlp.experts.gate_up_proj`): each expert's
     /// first half of rows is the gate, the second the up projection.
     GateUp,
+}
+
+/// How a block's per-expert tensors are named and stacked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpertStack {
+    /// Experts per block.
+    pub n: usize,
+    /// The projections, in the order their stacks are written.
+    pub projections: [&'static str; 3],
+    /// One expert's tensor name, `{bid}`, `{xid}` and `{w}` standing for the block,
+    /// expert and projection.
+    pub source: &'static str,
+    /// The stacked tensor's name before mapping, `{bid}` and `{w}` filled in.
+    pub merged: &'static str,
+}
+
+impl ExpertStack {
+    /// Qwen2MoeModel's naming (Qwen3-MoE).
+    pub fn qwen(n: usize) -> ExpertStack {
+        ExpertStack {
+            n,
+            projections: ["down_proj", "gate_proj", "up_proj"],
+            source: "model.layers.{bid}.mlp.experts.{xid}.{w}.weight",
+            merged: "model.layers.{bid}.mlp.experts.{w}.weight",
+        }
+    }
+
+    /// Expert `xid`'s `w` tensor of block `bid`.
+    pub fn source_name(&self, bid: usize, xid: usize, w: &str) -> String {
+        self.source
+            .replace("{bid}", &bid.to_string())
+            .replace("{xid}", &xid.to_string())
+            .replace("{w}", w)
+    }
+
+    /// The stacked `w` tensor of block `bid`.
+    pub fn merged_name(&self, bid: usize, w: &str) -> String {
+        self.merged
+            .replace("{bid}", &bid.to_string())
+            .replace("{w}", w)
+    }
 }
 
 /// What one converter class does.

@@ -1,7 +1,7 @@
 //! `Qwen2Model` and `Qwen3Model`: llama-like blocks without the rotary permutation, a
 //! byte-level BPE vocabulary, sentence-transformers pooling when the folder has one.
 
-use super::{Arch, ArchTable, Experts, Modified, pooling, text_parameters};
+use super::{Arch, ArchTable, ExpertStack, Experts, Modified, pooling, text_parameters};
 use crate::error::{Error, Result, bail};
 use crate::hf::Ctx;
 use crate::hf::json_u32;
@@ -118,7 +118,9 @@ impl Arch for Qwen3Moe {
                     ctx.config.path().display()
                 ))
             })?;
-        Ok(Experts::Buffer(json_u32(key, n)? as usize))
+        Ok(Experts::Buffer(ExpertStack::qwen(
+            json_u32(key, n)? as usize
+        )))
     }
 
     fn parameters(&self, ctx: &mut Ctx<'_>) -> Result<()> {

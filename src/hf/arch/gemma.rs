@@ -92,22 +92,21 @@ impl Arch for Gemma {
     }
 }
 
+/// A required config key (the converter's `hparams[key]`).
+fn need<'c>(ctx: &'c Ctx<'_>, key: &str) -> Result<&'c Json> {
+    ctx.config
+        .get(key)
+        .ok_or_else(|| Error::invalid(format!("{}: no `{key}`", ctx.config.path().display())))
+}
+
 /// A required config key as a `u32`.
 fn need_u32(ctx: &Ctx<'_>, key: &str) -> Result<u32> {
-    let v = ctx
-        .config
-        .get(key)
-        .ok_or_else(|| Error::invalid(format!("{}: no `{key}`", ctx.config.path().display())))?;
-    json_u32(key, v)
+    json_u32(key, need(ctx, key)?)
 }
 
 /// A required config key as an `f32`.
 fn need_f32(ctx: &Ctx<'_>, key: &str) -> Result<f32> {
-    let v = ctx
-        .config
-        .get(key)
-        .ok_or_else(|| Error::invalid(format!("{}: no `{key}`", ctx.config.path().display())))?;
-    json_f32(key, v)
+    json_f32(key, need(ctx, key)?)
 }
 
 /// `Gemma2Model.set_gguf_parameters`, which writes its own keys rather than the common

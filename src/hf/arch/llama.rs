@@ -147,11 +147,86 @@ fn llama_special_cases(ctx: &mut Ctx<'_>) -> Result<()> {
     Ok(())
 }
 
+/// A SentencePiece vocabulary being read: token texts, scores and types by id.
+pub(crate) struct SpmVocab {
+    /// Token texts.
+    pub tokens: Vec<String>,
+    /// Scores.
+    pub scores: Vec<f32>,
+    /// llama.cpp token types.
+    pub types: Vec<i32>,
+}
+
+impl SpmVocab {
+    /// What both SentencePiece readings of the converter start with: `vocab_size` slots
+    /// (`[PADi]`, score -10000, unused), the pieces of `tokenizer.model` over them (those
+    /// past `vocab_size` ignored), then `added_tokens.json`'s tokens as user-defined.
+    pub(crate) fn base(
+        dir: &std::path::Path,
+        pieces: &[crate::hf::tokenizer::spm::Piece],
+        vocab_size: usize,
+    ) -> Result<SpmVocab> {
+        use crate::hf::tokenizer::spm::PieceType;
+        use crate::hf::tokenizer::token_type;
+        let mut v = SpmVocab {
+            tokens: (0..vocab_size).map(|i| format!("[PAD{i}]")).collect(),
+            scores: vec![-10000.0f32; vocab_size],
+            types: vec![token_type::UNUSED; vocab_size],
+        };
+        for (id, p) in pieces.iter().enumerate().take(vocab_size) {
+            v.tokens[id] = p.text.clone();
+            v.scores[id] = p.score;
+            v.types[id] = match p.kind {
+                PieceType::Unknown => 2,
+                PieceType::Control => token_type::CONTROL,
+                PieceType::Unused => token_type::UNUSED,
+                PieceType::Byte => 6,
+                PieceType::Normal | PieceType::UserDefined => token_type::NORMAL,
+            };
+        }
+        if let Some(added) = read_object(&dir.join("added_tokens.json"))? {
+            for (key, id) in added {
+                let Some(id) = id.as_u64().and_then(|i| usize::try_from(i).ok()) else {
+                    continue;
+                };
+                if id < vocab_size {
+                    v.tokens[id] = key;
+                    v.scores[id] = -1000.0;
+                    v.types[id] = token_type::USER_DEFINED;
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// Writes the keys (model `llama`, pre-tokenizer `default`) and the folder's
+    /// `SpecialVocab` without merges.
+    pub(crate) fn write(self, ctx: &mut Ctx<'_>) -> Result<()> {
+        let n = self.tokens.len();
+        let mut list = StringArray::with_capacity(n, 0);
+        for t in &self.tokens {
+            list.push(t);
+        }
+        ctx.put("tokenizer.ggml.model", "llama")?;
+        ctx.put("tokenizer.ggml.pre", "default")?;
+        ctx.put("tokenizer.ggml.tokens", Value::Array(Array::String(list)))?;
+        ctx.put(
+            "tokenizer.ggml.scores",
+            Value::Array(Array::F32(self.scores)),
+        )?;
+        ctx.put(
+            "tokenizer.ggml.token_type",
+            Value::Array(Array::I32(self.types)),
+        )?;
+        SpecialVocab::load(ctx.dir, false, Some(n))?.write(&mut ctx.metadata)
+    }
+}
+
 /// `_set_vocab_sentencepiece`: the pieces of `tokenizer.model`, then `added_tokens.json`
 /// and `tokenizer_config.json`'s `added_tokens_decoder` over them, padded to the
 /// configured vocabulary size.
 pub(crate) fn sentencepiece_vocab(ctx: &mut Ctx<'_>) -> Result<()> {
-    use crate::hf::tokenizer::spm::{PieceType, read_pieces};
+    use crate::hf::tokenizer::spm::read_pieces;
     use crate::hf::tokenizer::{looks_special, token_type};
     let dir = ctx.dir;
     let pieces = read_pieces(&dir.join("tokenizer.model"))?;
@@ -164,32 +239,7 @@ pub(crate) fn sentencepiece_vocab(ctx: &mut Ctx<'_>) -> Result<()> {
         Some(n) => usize::try_from(n)?,
         None => pieces.len(),
     };
-    let mut tokens: Vec<String> = (0..vocab_size).map(|i| format!("[PAD{i}]")).collect();
-    let mut scores = vec![-10000.0f32; vocab_size];
-    let mut types = vec![token_type::UNUSED; vocab_size];
-    for (id, p) in pieces.iter().enumerate().take(vocab_size) {
-        tokens[id] = p.text.clone();
-        scores[id] = p.score;
-        types[id] = match p.kind {
-            PieceType::Unknown => 2,
-            PieceType::Control => token_type::CONTROL,
-            PieceType::Unused => token_type::UNUSED,
-            PieceType::Byte => 6,
-            PieceType::Normal | PieceType::UserDefined => token_type::NORMAL,
-        };
-    }
-    if let Some(added) = read_object(&dir.join("added_tokens.json"))? {
-        for (key, id) in added {
-            let Some(id) = id.as_u64().and_then(|i| usize::try_from(i).ok()) else {
-                continue;
-            };
-            if id < vocab_size {
-                tokens[id] = key;
-                scores[id] = -1000.0;
-                types[id] = token_type::USER_DEFINED;
-            }
-        }
-    }
+    let mut v = SpmVocab::base(dir, &pieces, vocab_size)?;
     if let Some(cfg) = read_object(&dir.join("tokenizer_config.json"))?
         && let Some(Json::Object(decoder)) = cfg.get("added_tokens_decoder")
     {
@@ -205,27 +255,17 @@ pub(crate) fn sentencepiece_vocab(ctx: &mut Ctx<'_>) -> Result<()> {
             }
             let special = data.get("special").and_then(Json::as_bool).unwrap_or(false);
             let token = if special || looks_special(content) {
-                types[id] = token_type::CONTROL;
+                v.types[id] = token_type::CONTROL;
                 content.to_string()
             } else {
-                types[id] = token_type::USER_DEFINED;
+                v.types[id] = token_type::USER_DEFINED;
                 content.replace('\u{2581}', " ")
             };
-            scores[id] = -1000.0;
-            tokens[id] = token;
+            v.scores[id] = -1000.0;
+            v.tokens[id] = token;
         }
     }
-    let n = tokens.len();
-    let mut list = StringArray::with_capacity(n, 0);
-    for t in &tokens {
-        list.push(t);
-    }
-    ctx.put("tokenizer.ggml.model", "llama")?;
-    ctx.put("tokenizer.ggml.pre", "default")?;
-    ctx.put("tokenizer.ggml.tokens", Value::Array(Array::String(list)))?;
-    ctx.put("tokenizer.ggml.scores", Value::Array(Array::F32(scores)))?;
-    ctx.put("tokenizer.ggml.token_type", Value::Array(Array::I32(types)))?;
-    SpecialVocab::load(dir, false, Some(n))?.write(&mut ctx.metadata)
+    v.write(ctx)
 }
 
 /// `_set_vocab_gpt2`: a byte-level BPE vocabulary with its merges (`special`: the

@@ -5,9 +5,8 @@
 
 use super::{Arch, ArchTable};
 use crate::error::{Error, Result, bail};
-use crate::hf::tokenizer::special::{SpecialVocab, read_object};
+use crate::hf::tokenizer::special::read_object;
 use crate::hf::{Ctx, json_f32, json_u32};
-use quantforge_formats::gguf::{Array, StringArray, Value};
 use serde_json::{Map, Value as Json};
 
 /// The converter's `Phi3MiniModel` class.
@@ -182,7 +181,7 @@ impl Arch for Phi3 {
 /// `tokenizer_config.json`'s `added_tokens_decoder` and `tokenizer.json`'s `added_tokens`
 /// over them (user-defined, or control when marked special), padded to `vocab_size`.
 fn phi3_sentencepiece(ctx: &mut Ctx<'_>) -> Result<()> {
-    use crate::hf::tokenizer::spm::{PieceType, read_pieces};
+    use crate::hf::tokenizer::spm::read_pieces;
     use crate::hf::tokenizer::token_type;
     let dir = ctx.dir;
     let model = dir.join("tokenizer.model");
@@ -201,32 +200,7 @@ fn phi3_sentencepiece(ctx: &mut Ctx<'_>) -> Result<()> {
             pieces.len()
         );
     }
-    let mut tokens: Vec<String> = (0..vocab_size).map(|i| format!("[PAD{i}]")).collect();
-    let mut scores = vec![-10000.0f32; vocab_size];
-    let mut types = vec![token_type::UNUSED; vocab_size];
-    for (id, p) in pieces.iter().enumerate() {
-        tokens[id] = p.text.clone();
-        scores[id] = p.score;
-        types[id] = match p.kind {
-            PieceType::Unknown => 2,
-            PieceType::Control => token_type::CONTROL,
-            PieceType::Unused => token_type::UNUSED,
-            PieceType::Byte => 6,
-            PieceType::Normal | PieceType::UserDefined => token_type::NORMAL,
-        };
-    }
-    if let Some(added) = read_object(&dir.join("added_tokens.json"))? {
-        for (key, id) in added {
-            let Some(id) = id.as_u64().and_then(|i| usize::try_from(i).ok()) else {
-                continue;
-            };
-            if id < vocab_size {
-                tokens[id] = key;
-                scores[id] = -1000.0;
-                types[id] = token_type::USER_DEFINED;
-            }
-        }
-    }
+    let mut v = super::llama::SpmVocab::base(dir, &pieces, vocab_size)?;
     let mut added = |file: &str, id: usize, data: &Json| -> Result<()> {
         let content = data.get("content").and_then(Json::as_str).ok_or_else(|| {
             Error::invalid(format!(
@@ -240,10 +214,10 @@ fn phi3_sentencepiece(ctx: &mut Ctx<'_>) -> Result<()> {
                 dir.join(file).display()
             );
         }
-        tokens[id] = content.to_string();
-        scores[id] = -1000.0;
+        v.tokens[id] = content.to_string();
+        v.scores[id] = -1000.0;
         let special = data.get("special").and_then(Json::as_bool).unwrap_or(false);
-        types[id] = if special {
+        v.types[id] = if special {
             token_type::CONTROL
         } else {
             token_type::USER_DEFINED
@@ -280,15 +254,5 @@ fn phi3_sentencepiece(ctx: &mut Ctx<'_>) -> Result<()> {
             added("tokenizer.json", id, data)?;
         }
     }
-    let n = tokens.len();
-    let mut list = StringArray::with_capacity(n, 0);
-    for t in &tokens {
-        list.push(t);
-    }
-    ctx.put("tokenizer.ggml.model", "llama")?;
-    ctx.put("tokenizer.ggml.pre", "default")?;
-    ctx.put("tokenizer.ggml.tokens", Value::Array(Array::String(list)))?;
-    ctx.put("tokenizer.ggml.scores", Value::Array(Array::F32(scores)))?;
-    ctx.put("tokenizer.ggml.token_type", Value::Array(Array::I32(types)))?;
-    SpecialVocab::load(dir, false, Some(n))?.write(&mut ctx.metadata)
+    v.write(ctx)
 }

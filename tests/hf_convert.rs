@@ -110,6 +110,13 @@ fn every_recorded_case_converts_to_the_converters_bytes() {
             "case {i}: {}",
             String::from_utf8_lossy(&r.stderr)
         );
+        // The check text's ids hashed to an entry of the converter's table: the
+        // tokenizer (narrowed to the texts it encodes) gave the converter's very ids.
+        assert!(
+            !String::from_utf8_lossy(&r.stderr).contains("not in the converter's table"),
+            "case {i}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
         assert_eq!(
             output_sha256(&out),
             case["sha256"].as_str().unwrap(),

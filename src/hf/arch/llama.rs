@@ -277,7 +277,7 @@ pub(crate) fn gpt2_vocab(ctx: &mut Ctx<'_>, tok: HfTokenizer, special: SpecialVo
     };
     let (tokens, types) = tok.vocab_base(vocab_size)?;
     let pre = super::bert::pre_name(ctx, &tok)?;
-    drop(tok);
+    tok.drop_aside();
     let mut list = StringArray::with_capacity(tokens.len(), 0);
     for t in &tokens {
         list.push(t);

@@ -3,6 +3,7 @@
 //! hash is computed by the same encoder), and the special tokens and flags gguf-py's
 //! `SpecialVocab` derives from the tokenizer files ([`special`]).
 
+mod narrow;
 pub mod pre;
 pub mod special;
 pub mod spm;
@@ -12,7 +13,7 @@ use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::Path;
-use tokenizers::Tokenizer;
+use tokenizers::{Model, Tokenizer};
 
 /// `gguf.TokenType`.
 pub mod token_type {
@@ -31,6 +32,10 @@ pub mod token_type {
 pub struct HfTokenizer {
     tok: Tokenizer,
     clean_up_spaces: bool,
+    /// The model's tokens by id, read from the file beside the tokenizer built from it
+    /// (listing them through the tokenizer clones each one out of a hash map), when the
+    /// ids are dense enough to index.
+    model_tokens: Option<Vec<Option<String>>>,
 }
 
 impl HfTokenizer {
@@ -43,8 +48,16 @@ impl HfTokenizer {
                 path.display()
             )));
         }
-        let mut tok = Tokenizer::from_file(&path)
+        let text = std::fs::read_to_string(&path)
             .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+        let (mut tok, model_tokens) = match narrow::narrowed(&text) {
+            Some(n) => (n.tokenizer, n.model_tokens),
+            None => (
+                text.parse::<Tokenizer>()
+                    .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?,
+                None,
+            ),
+        };
         tok.with_truncation(None)
             .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
         tok.with_padding(None);
@@ -57,6 +70,7 @@ impl HfTokenizer {
         Ok(HfTokenizer {
             tok,
             clean_up_spaces,
+            model_tokens,
         })
     }
 
@@ -103,24 +117,51 @@ impl HfTokenizer {
         Ok((hash, name))
     }
 
-    /// Tokens in the vocabulary, added ones included.
+    /// Tokens in the vocabulary, added ones included (`len(tokenizer.vocab)`: the model's
+    /// tokens and the added ones it does not have, counted without cloning the vocabulary
+    /// as `get_vocab_size` does).
     pub fn vocab_len(&self) -> usize {
-        self.tok.get_vocab_size(true)
+        let model = self.tok.get_model();
+        let added = self
+            .tok
+            .get_added_vocabulary()
+            .get_vocab()
+            .keys()
+            .filter(|t| model.token_to_id(t).is_none())
+            .count();
+        model.get_vocab_size() + added
+    }
+
+    /// Frees the tokenizer on a thread of its own: its hundreds of thousands of strings
+    /// take tens of milliseconds to free, which the caller need not wait for.
+    pub fn drop_aside(self) {
+        std::thread::spawn(move || drop(self));
+    }
+
+    /// `id_to_token`: the added token with that id, else the model's.
+    fn id_to_token(&self, id: u32) -> Option<String> {
+        if let Some(t) = self.tok.get_added_vocabulary().simple_id_to_token(id) {
+            return Some(t);
+        }
+        match &self.model_tokens {
+            Some(list) => list.get(id as usize).cloned().flatten(),
+            None => self.tok.get_model().id_to_token(id),
+        }
     }
 
     /// `get_vocab_base`: tokens and types for ids `0..vocab_size` (ids missing from the
     /// vocabulary become `[PAD<id>]`, unused).
     pub fn vocab_base(&self, vocab_size: usize) -> Result<(Vec<String>, Vec<i32>)> {
-        let max = self.tok.get_vocab_size(true);
+        let max = self.vocab_len();
         if max > vocab_size
             && let Some(id) =
-                (vocab_size as u32..max as u32).find(|&i| self.tok.id_to_token(i).is_some())
+                (vocab_size as u32..max as u32).find(|&i| self.id_to_token(i).is_some())
         {
             return Err(Error::invalid(format!(
                 "tokenizer has id {id}, beyond vocab_size {vocab_size} of config.json"
             )));
         }
-        let added = self.tok.get_added_tokens_decoder();
+        let added = self.tok.get_added_vocabulary().get_added_tokens_decoder();
         let added_by_content: HashMap<&str, u32> = {
             let mut ids: Vec<_> = added.iter().collect();
             ids.sort_by_key(|(id, _)| **id);
@@ -131,7 +172,7 @@ impl HfTokenizer {
         let mut tokens = Vec::with_capacity(vocab_size);
         let mut types = Vec::with_capacity(vocab_size);
         for i in 0..vocab_size as u32 {
-            let Some(mut token) = self.tok.id_to_token(i) else {
+            let Some(mut token) = self.id_to_token(i) else {
                 tokens.push(format!("[PAD{i}]"));
                 types.push(token_type::UNUSED);
                 continue;

@@ -30,6 +30,8 @@ pub const FIXTURES: &[(&str, Builder)] = &[
     ("phi3-4k-tiny", phi3_4k),
     ("qwen3moe-tiny", qwen3_moe),
     ("qwen3moe-fused-tiny", qwen3_moe_fused),
+    ("qwen3-fp8-tiny", qwen3_fp8),
+    ("llama-fp8-tiny", llama_fp8),
 ];
 
 /// Writes every fixture under `out`, reading vocabularies from `vocabs`.
@@ -1573,4 +1575,174 @@ fn qwen3_moe(vocabs: &Path, dir: &Path) {
 /// gate and up projections fused (which the converter splits).
 fn qwen3_moe_fused(vocabs: &Path, dir: &Path) {
     qwen3_moe_files(vocabs, dir, true);
+}
+
+/// How an FP8 fixture scales one weight.
+#[derive(Clone, Copy)]
+enum Fp8Scale {
+    /// A `weight_block_size` grid of scales (the checkpoint's block), in this dtype.
+    Blocks(&'static str),
+    /// One scale per row.
+    Rows,
+    /// One scale for the tensor (a 0-D scale).
+    Tensor,
+}
+
+/// Reads a safetensors file written by [`write_safetensors`] back into its tensors.
+fn read_safetensors(path: &Path) -> Vec<St> {
+    let bytes = std::fs::read(path).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: Map<String, Json> = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let data = &bytes[8 + n..];
+    let mut out = Vec::new();
+    for (name, info) in header {
+        if name == "__metadata__" {
+            continue;
+        }
+        let dtype = match info["dtype"].as_str().unwrap() {
+            "BF16" => "BF16",
+            "F16" => "F16",
+            "F32" => "F32",
+            other => panic!("unexpected dtype {other}"),
+        };
+        let shape = info["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap() as usize)
+            .collect();
+        let at = info["data_offsets"][0].as_u64().unwrap() as usize;
+        let end = info["data_offsets"][1].as_u64().unwrap() as usize;
+        out.push(St {
+            name,
+            dtype,
+            shape,
+            data: data[at..end].to_vec(),
+        });
+    }
+    out
+}
+
+/// Makes the fixture in `dir` an FP8 checkpoint: each 2-D weight `pick` names becomes
+/// random FP8 bytes (NaN codes left out) of the element type it says, beside a random
+/// positive `<weight>_scale_inv` of the kind it says; the config gets
+/// `quantization_config` with `block`, and each block's first FP8 weight an unused
+/// `activation_scale`.
+fn make_fp8(
+    dir: &Path,
+    seed: u64,
+    block: Option<[usize; 2]>,
+    pick: fn(&str) -> Option<(&'static str, Fp8Scale)>,
+) {
+    let mut rng = Rng(seed);
+    let path = dir.join("model.safetensors");
+    let mut out = Vec::new();
+    let mut with_activation = std::collections::HashSet::new();
+    for t in read_safetensors(&path) {
+        let Some((dtype, kind)) = pick(&t.name).filter(|_| t.shape.len() == 2) else {
+            out.push(t);
+            continue;
+        };
+        let n: usize = t.shape.iter().product();
+        let data = (0..n)
+            .map(|_| {
+                loop {
+                    let b = (rng.next() >> 56) as u8;
+                    // e4m3fn's NaN is 0x7f/0xff; e5m2's are exponent 31 with a mantissa.
+                    let nan = match dtype {
+                        "F8_E4M3" => b & 0x7f == 0x7f,
+                        _ => b & 0x7c == 0x7c,
+                    };
+                    if !nan {
+                        break b;
+                    }
+                }
+            })
+            .collect();
+        let scale_shape = match kind {
+            Fp8Scale::Blocks(_) => {
+                let [br, bc] = block.expect("a block size");
+                vec![t.shape[0].div_ceil(br), t.shape[1].div_ceil(bc)]
+            }
+            Fp8Scale::Rows => vec![t.shape[0]],
+            Fp8Scale::Tensor => vec![],
+        };
+        let scale_dtype = match kind {
+            Fp8Scale::Blocks(d) => d,
+            _ => "F32",
+        };
+        let k: usize = scale_shape.iter().product();
+        let mut scale = Vec::new();
+        for _ in 0..k {
+            let v = 0.5 + (rng.next() >> 40) as f32 / (1u64 << 24) as f32 / 64.0;
+            match scale_dtype {
+                "BF16" => scale.extend_from_slice(&bf16(v)),
+                _ => scale.extend_from_slice(&v.to_le_bytes()),
+            }
+        }
+        let block_name = t
+            .name
+            .rsplit_once(".layers.")
+            .map(|(_, r)| r.split('.').next().unwrap_or_default().to_string());
+        if let Some(b) = block_name
+            && with_activation.insert(b)
+        {
+            out.push(St {
+                name: t.name.replace(".weight", ".activation_scale"),
+                dtype: "F32",
+                shape: vec![],
+                data: 1.0f32.to_le_bytes().to_vec(),
+            });
+        }
+        out.push(St {
+            name: format!("{}_scale_inv", t.name),
+            dtype: scale_dtype,
+            shape: scale_shape,
+            data: scale,
+        });
+        out.push(St {
+            name: t.name,
+            dtype,
+            shape: t.shape,
+            data,
+        });
+    }
+    write_safetensors(&path, out);
+    let config_path = dir.join("config.json");
+    let mut config: Json =
+        serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    let mut q = json!({"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8"});
+    if let Some(b) = block {
+        q["weight_block_size"] = json!(b);
+    }
+    config["quantization_config"] = q;
+    write_json(&config_path, &config);
+}
+
+/// The Qwen3-style model as an FP8 checkpoint with 48 x 40 blocks of bf16 scales, which
+/// divide none of its widths evenly (the scales are cut to each weight).
+fn qwen3_fp8(vocabs: &Path, dir: &Path) {
+    qwen3(vocabs, dir);
+    make_fp8(dir, 0x0066_7038_7133, Some([48, 40]), |name| {
+        (name.contains(".self_attn.") && name.ends_with("_proj.weight") || name.contains(".mlp."))
+            .then_some(("F8_E4M3", Fp8Scale::Blocks("BF16")))
+    });
+}
+
+/// The Llama-BPE model as an FP8 checkpoint without blocks: per-row scales on the
+/// attention (the Q and K rows permuted after scaling), a 0-D scale on the MLP's down
+/// projection, E5M2 bytes in its up projection.
+fn llama_fp8(vocabs: &Path, dir: &Path) {
+    llama_bpe(vocabs, dir);
+    make_fp8(dir, 0x0066_7038_6c6c, None, |name| {
+        if name.contains(".self_attn.") {
+            Some(("F8_E4M3", Fp8Scale::Rows))
+        } else if name.ends_with("down_proj.weight") {
+            Some(("F8_E4M3", Fp8Scale::Tensor))
+        } else if name.ends_with("up_proj.weight") {
+            Some(("F8_E5M2", Fp8Scale::Rows))
+        } else {
+            None
+        }
+    });
 }

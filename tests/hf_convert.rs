@@ -472,3 +472,57 @@ fn experts_that_do_not_fill_their_blocks_are_refused() {
     std::fs::write(&path, c.to_string()).unwrap();
     refused(&f, &[], &["nine-experts", "expert tensors", "mlp.experts."]);
 }
+
+#[test]
+fn fp8_checkpoints_the_converter_cannot_read_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let edit = |name: &str, q: Value| -> Option<PathBuf> {
+        let f = copy_fixture("qwen3-fp8-tiny", tmp.path(), name)?;
+        let path = f.join("config.json");
+        let mut c: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        c["quantization_config"] = q;
+        std::fs::write(&path, c.to_string()).unwrap();
+        Some(f)
+    };
+    let Some(f) = edit(
+        "gptq",
+        serde_json::json!({"quant_method": "gptq", "bits": 4}),
+    ) else {
+        return;
+    };
+    refused(
+        &f,
+        &[],
+        &["gptq", "quantization_config.quant_method `gptq`"],
+    );
+    // Blocks along one axis leave the scale's rows too few for the weight's.
+    let f = edit(
+        "one-axis",
+        serde_json::json!({"quant_method": "fp8", "weight_block_size": [48]}),
+    )
+    .unwrap();
+    refused(
+        &f,
+        &[],
+        &["one-axis", "_scale_inv`", "cannot scale", "axis 0"],
+    );
+    let f = edit(
+        "bad-block",
+        serde_json::json!({"quant_method": "fp8", "weight_block_size": [0, "x"]}),
+    )
+    .unwrap();
+    refused(&f, &[], &["bad-block", "weight_block_size"]);
+    // quantize does not read FP8 in one pass yet, and says what to do instead.
+    let f = copy_fixture("qwen3-fp8-tiny", tmp.path(), "fp8").unwrap();
+    let out = tmp.path().join("q.gguf");
+    let r = quantforge(&[
+        "quantize".as_ref(),
+        f.as_os_str(),
+        out.as_os_str(),
+        "Q4_K_M".as_ref(),
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("F8_E4M3") && err.contains("convert"), "{err}");
+    assert!(!out.exists());
+}

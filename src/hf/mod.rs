@@ -20,6 +20,7 @@
 pub mod arch;
 pub mod card;
 pub mod config;
+pub mod fp8;
 mod source;
 #[rustfmt::skip]
 mod tables;
@@ -32,12 +33,17 @@ pub use write::{Written, part_paths, split_parts, write, write_split};
 use crate::error::{Context, Error, Result, bail, ensure};
 use arch::{Arch, Experts, TensorMap};
 use config::Config;
+use fp8::{Fp8, Scale};
 use quantforge_formats::gguf::{Metadata, Value};
 use quantforge_formats::safetensors::{Dtype, ModelFolder, SafeTensors, TensorView};
 use quantforge_kernels::GgmlType;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// FP8 weights' scales by the weight's name in its file.
+type Scales = HashMap<String, Arc<Scale>>;
 
 /// `--outtype`: the type of the tensors the converter does not keep in f32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,6 +214,9 @@ pub struct Part<'a> {
     /// For borrowed bytes: the source tensor's name in its file and the bytes of its data
     /// they are.
     pub origin: Option<(String, std::ops::Range<usize>)>,
+    /// An FP8 weight's scale, and the row of the weight (outer axes flattened) the bytes
+    /// begin at.
+    pub scale: Option<(Arc<Scale>, usize)>,
 }
 
 impl<'a> Part<'a> {
@@ -216,11 +225,18 @@ impl<'a> Part<'a> {
         view: &TensorView<'a>,
         range: std::ops::Range<usize>,
         file: &'a SafeTensors<'static>,
+        scales: &Scales,
     ) -> Part<'a> {
+        let scale = scales.get(view.name()).map(|s| {
+            let row_len = view.shape().last().copied().unwrap_or(1).max(1);
+            let row_bytes = view.dtype().bytes_of(row_len).unwrap_or(1).max(1);
+            (s.clone(), range.start / row_bytes)
+        });
         Part {
             bytes: Cow::Borrowed(&view.data()[range.clone()]),
             file: Some(file),
             origin: Some((view.name().to_string(), range)),
+            scale,
         }
     }
 
@@ -230,6 +246,7 @@ impl<'a> Part<'a> {
             bytes: Cow::Owned(bytes),
             file: None,
             origin: None,
+            scale: None,
         }
     }
 }
@@ -466,6 +483,7 @@ impl HfFolder {
             OutType::Auto => guess_outtype(&sources),
             t => t,
         };
+        let scales = self.fp8_scales(&mut sources)?;
         let table = self.arch.table();
         let block_count = self.config.block_count()?;
         let mut ctx = Ctx {
@@ -522,7 +540,7 @@ impl HfFolder {
                     }
                 }
                 Experts::GateUp => {
-                    for t in self.split_gate_up(&ctx, &name, &view, file, outtype)? {
+                    for t in self.split_gate_up(&ctx, &name, &view, file, outtype, &scales)? {
                         tensors.push(t);
                     }
                     continue;
@@ -556,7 +574,7 @@ impl HfFolder {
                                 })?);
                             }
                             let merged = stack.merged_name(bid, w);
-                            tensors.push(self.stacked(&ctx, &merged, runs, outtype)?);
+                            tensors.push(self.stacked(&ctx, &merged, runs, outtype, &scales)?);
                         }
                         if !block.is_empty() {
                             experts.insert(bid, block);
@@ -618,7 +636,7 @@ impl HfFolder {
             let ty = tensor_type(&ctx, &new_name, &shape, outtype);
             let ne: Vec<u64> = shape.iter().rev().map(|&d| d as u64).collect();
             let part = match data {
-                Cow::Borrowed(_) => Part::mapped(&view, 0..kept, file),
+                Cow::Borrowed(_) => Part::mapped(&view, 0..kept, file, &scales),
                 Cow::Owned(v) => Part::made(v),
             };
             tensors.push(OutTensor {
@@ -687,6 +705,7 @@ impl HfFolder {
         merged: &str,
         runs: Vec<(TensorView<'a>, &'a SafeTensors<'static>)>,
         outtype: OutType,
+        scales: &Scales,
     ) -> Result<OutTensor<'a>> {
         let (first, _) = &runs[0];
         for (v, _) in &runs {
@@ -720,7 +739,7 @@ impl HfFolder {
             dtype: first.dtype(),
             parts: runs
                 .iter()
-                .map(|(v, f)| Part::mapped(v, 0..v.data().len(), f))
+                .map(|(v, f)| Part::mapped(v, 0..v.data().len(), f, scales))
                 .collect(),
             permute: None,
         })
@@ -735,6 +754,7 @@ impl HfFolder {
         view: &TensorView<'a>,
         file: &'a SafeTensors<'static>,
         outtype: OutType,
+        scales: &Scales,
     ) -> Result<Vec<OutTensor<'a>>> {
         let shape = view.shape();
         ensure!(
@@ -757,7 +777,7 @@ impl HfFolder {
             let parts = (0..experts)
                 .map(|e| {
                     let at = e * 2 * half + k * half;
-                    Part::mapped(view, at..at + half, file)
+                    Part::mapped(view, at..at + half, file, scales)
                 })
                 .collect();
             out.push(OutTensor {
@@ -771,6 +791,40 @@ impl HfFolder {
             });
         }
         Ok(out)
+    }
+
+    /// An FP8 checkpoint's scales (`dequant_model`): each `<weight>_scale_inv` taken out
+    /// of `sources` and kept for its weight, the unused activation scales dropped.
+    /// Nothing for a checkpoint without `quantization_config`; an error for another
+    /// quantization method or a scale without its weight.
+    fn fp8_scales(&self, sources: &mut Vec<Source<'_>>) -> Result<Scales> {
+        let mut scales = Scales::new();
+        let config = self.dir.join("config.json");
+        let Some(fp8) = Fp8::from_config(self.config.get("quantization_config"))
+            .with_context(|| format!("{}", self.dir.display()))?
+        else {
+            return Ok(scales);
+        };
+        let views: HashMap<&str, &TensorView<'_>> =
+            sources.iter().map(|(_, v, _)| (v.name(), v)).collect();
+        for (_, v, _) in sources.iter() {
+            let Some(weight) = Fp8::scaled_weight(v.name()) else {
+                continue;
+            };
+            let w = views.get(weight).with_context(|| {
+                format!(
+                    "{}: scale `{}` has no weight `{weight}` ({} says the checkpoint is fp8)",
+                    self.dir.display(),
+                    v.name(),
+                    config.display()
+                )
+            })?;
+            let scale = Scale::new(w, v, fp8.block.as_deref())
+                .with_context(|| format!("{}", self.dir.display()))?;
+            scales.insert(weight.to_string(), Arc::new(scale));
+        }
+        sources.retain(|(name, v, _)| Fp8::scaled_weight(v.name()).is_none() && !Fp8::unused(name));
+        Ok(scales)
     }
 
     /// Refuses tensors whose shapes contradict `config.json` (a config from another
@@ -806,7 +860,7 @@ type Source<'a> = (String, TensorView<'a>, &'a SafeTensors<'static>);
 
 /// Whether the converter can read dtype `d` (it widens everything it reads to f32).
 fn can_decode(d: Dtype) -> bool {
-    matches!(d, Dtype::F32 | Dtype::F16 | Dtype::BF16)
+    matches!(d, Dtype::F32 | Dtype::F16 | Dtype::BF16) || fp8::is_fp8(d)
 }
 
 /// `--outtype auto`: the first 2-D-or-more tensor stored as bf16 or f16 decides; f16 if none.

@@ -62,6 +62,17 @@ impl HfModel {
             })?;
             let mut recipes = Vec::with_capacity(conv.tensors.len());
             for t in &conv.tensors {
+                if super::fp8::is_fp8(t.dtype) {
+                    bail!(
+                        "{}: tensor `{}` is {}: quantize reads bf16, f16 and f32 checkpoints \
+                         in one pass, not FP8 ones yet; convert this one first \
+                         (quantforge convert {} OUT.gguf --outtype f32) and quantize OUT.gguf",
+                        dir.display(),
+                        t.source_name,
+                        t.dtype,
+                        dir.display()
+                    );
+                }
                 let src = float_type(t.dtype);
                 // A 2-D Q/K weight is read in interleaved row groups (one per head).
                 let group = match t.permute {

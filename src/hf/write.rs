@@ -271,10 +271,18 @@ fn write_part<W: Write>(
         } else {
             y.par_chunks_mut(task * dst_row)
                 .zip(x.par_chunks(task * src_row))
-                .try_for_each_init(Vec::new, |buf: &mut Vec<f32>, (y, x)| -> Result<()> {
+                .enumerate()
+                .try_for_each_init(Vec::new, |buf: &mut Vec<f32>, (k, (y, x))| -> Result<()> {
                     let n = x.len() / src_row * row_len;
                     buf.resize(n, 0.0);
                     st::decode_f32_into(&t.source_name, t.dtype, x, buf)?;
+                    if let Some((scale, first)) = &p.scale {
+                        // The scale of the row as stored, before any permutation.
+                        for (i, r) in buf.chunks_mut(row_len.max(1)).enumerate() {
+                            let out_row = row + k * task + i;
+                            scale.apply_row(first + t.source_index(out_row, n_rows), r);
+                        }
+                    }
                     encode(t.ty, buf, row_len, y)
                         .with_context(|| format!("tensor `{}`", t.source_name))
                 })?;

@@ -17,6 +17,7 @@ use crate::convert::{
     block_dims, carrier, ggml_block_types, ggml_ne, gguf_metadata_of_safetensors,
 };
 use crate::error::{Context, Result, ensure};
+use crate::hf::fp8::Scale;
 use quantforge_formats::gguf::{GgufFile, GgufModel, MAX_DIMS, Metadata};
 use quantforge_formats::safetensors::{self as st, Dtype, ModelFolder, SafeTensors};
 use quantforge_kernels::{GgmlType, can_dequantize};
@@ -25,6 +26,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 /// An open model: a GGUF file (or split set) or a safetensors file (or model folder).
 pub enum Model {
@@ -96,6 +98,7 @@ impl Model {
                             part: 0,
                             offset: at,
                             group: 1,
+                            stored: None,
                         })
                     })
                     .collect()
@@ -118,6 +121,7 @@ fn gguf_tensors(model: &GgufModel) -> Vec<Tensor<'_>> {
             part: v.part(),
             offset: v.offset(),
             group: 1,
+            stored: None,
         })
         .collect()
 }
@@ -244,6 +248,20 @@ pub struct Tensor<'a> {
     part: usize,
     offset: u64,
     group: usize,
+    /// Elements stored in another type than `encoding`, widened on reading.
+    stored: Option<Stored>,
+}
+
+/// Elements stored in another type than the tensor's ggml type and widened to f32 on
+/// reading (a Hugging Face checkpoint's FP8 weight, which the converter dequantizes to
+/// f32 with its scale): the plan sees the ggml type, the reading the stored bytes.
+#[derive(Clone, Debug)]
+pub struct Stored {
+    /// The element type of the bytes.
+    pub dtype: Dtype,
+    /// Per run of the data (one unless stacked): the scale multiplied in after widening,
+    /// and the row of the scaled weight (outer axes flattened) the run begins at.
+    pub scales: Vec<Option<(Arc<Scale>, usize)>>,
 }
 
 /// The file holding a tensor's data, for page prefetch and release.
@@ -279,6 +297,7 @@ impl<'a> Tensor<'a> {
             part: 0,
             offset,
             group: 1,
+            stored: None,
         }
     }
 
@@ -307,6 +326,7 @@ impl<'a> Tensor<'a> {
             part: 0,
             offset,
             group: 1,
+            stored: None,
         }
     }
 
@@ -358,6 +378,50 @@ impl<'a> Tensor<'a> {
     /// Rows per interleaved group (1: rows are read as stored).
     pub fn row_group(&self) -> usize {
         self.group
+    }
+
+    /// The same tensor with its elements stored as `stored` says (see [`Stored`]).
+    pub fn with_stored(mut self, stored: Stored) -> Tensor<'a> {
+        self.stored = Some(stored);
+        self
+    }
+
+    /// Bytes of one row as stored, when the elements are stored in another type than
+    /// the tensor's (see [`Stored`]).
+    pub fn stored_row_bytes(&self) -> Option<usize> {
+        let s = self.stored.as_ref()?;
+        s.dtype.bytes_of(self.row_len())
+    }
+
+    /// Widens rows of a tensor with [`Stored`] elements, `x` holding rows from row
+    /// `first_row` on in reading order (after any row-group reordering), into `out`, each
+    /// multiplied by its scale at the position it is stored in.
+    pub fn widen_stored(&self, x: &[u8], first_row: usize, out: &mut [f32]) -> Result<()> {
+        let stored = self
+            .stored
+            .as_ref()
+            .with_context(|| format!("tensor `{}` is not stored widened", self.name))?;
+        st::decode_f32_into(self.name, stored.dtype, x, out)?;
+        let row_len = self.row_len().max(1);
+        let row_bytes = stored.dtype.bytes_of(row_len).unwrap_or(1).max(1);
+        let run_rows = self
+            .run_bytes()
+            .map_or(usize::MAX, |b| (b / row_bytes).max(1));
+        let (g, half) = (self.group.max(1), self.group.max(1) / 2);
+        for (i, row) in out.chunks_mut(row_len).enumerate() {
+            let read = first_row + i;
+            let at = if g > 1 {
+                let r = read % g;
+                read - r + (r % 2) * half + r / 2
+            } else {
+                read
+            };
+            let run = at / run_rows;
+            if let Some(Some((scale, first))) = stored.scales.get(run) {
+                scale.apply_row(first + at - run * run_rows, row);
+            }
+        }
+        Ok(())
     }
 
     /// Writes rows `rows` of `src` (whole groups of [`Tensor::row_group`] rows, each

@@ -186,4 +186,15 @@ fn one_pass_equals_converter_then_llama_quantize() {
         &fx.path().join("embeddinggemma-tiny"),
         OutType::F32,
     );
+    // FP8 checkpoints: the weights dequantized to f32 as they are read.
+    check(
+        "qwen3-fp8-tiny",
+        &fx.path().join("qwen3-fp8-tiny"),
+        OutType::F32,
+    );
+    check(
+        "llama-fp8-tiny",
+        &fx.path().join("llama-fp8-tiny"),
+        OutType::F32,
+    );
 }

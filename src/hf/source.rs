@@ -8,7 +8,7 @@
 
 use super::{ConvertOptions, HfFolder, OutType};
 use crate::error::{Context, Result, bail};
-use crate::model::{ModelSource, Tensor};
+use crate::model::{ModelSource, Stored, Tensor};
 use quantforge_formats::gguf::Metadata;
 use quantforge_formats::safetensors::Dtype;
 use quantforge_kernels::GgmlType;
@@ -37,6 +37,8 @@ struct Recipe {
     bytes: Option<Vec<u8>>,
     /// Rows per interleaved group (Llama's Q/K weights: one group per head), else 1.
     group: usize,
+    /// An FP8 weight's element type and scales, widened to `ty` (f32) as it is read.
+    stored: Option<Stored>,
 }
 
 /// The ggml type with a safetensors float dtype's bytes.
@@ -63,15 +65,32 @@ impl HfModel {
             let mut recipes = Vec::with_capacity(conv.tensors.len());
             for t in &conv.tensors {
                 if super::fp8::is_fp8(t.dtype) {
-                    bail!(
-                        "{}: tensor `{}` is {}: quantize reads bf16, f16 and f32 checkpoints \
-                         in one pass, not FP8 ones yet; convert this one first \
-                         (quantforge convert {} OUT.gguf --outtype f32) and quantize OUT.gguf",
-                        dir.display(),
-                        t.source_name,
-                        t.dtype,
-                        dir.display()
-                    );
+                    // Dequantized to f32 as the converter does, row by row as it is read.
+                    if t.ty != GgmlType::F32 {
+                        bail!(
+                            "{}: tensor `{}` is {} and would be converted to {}, not f32",
+                            dir.display(),
+                            t.source_name,
+                            t.dtype,
+                            t.ty.name()
+                        );
+                    }
+                    recipes.push(Recipe {
+                        name: t.name.clone(),
+                        ty: t.ty,
+                        shape: t.ne.iter().rev().copied().collect(),
+                        runs: t.parts.iter().filter_map(|p| p.origin.clone()).collect(),
+                        bytes: None,
+                        group: match t.permute {
+                            Some(heads) => t.ne.last().copied().unwrap_or(0) as usize / heads,
+                            None => 1,
+                        },
+                        stored: Some(Stored {
+                            dtype: t.dtype,
+                            scales: t.parts.iter().map(|p| p.scale.clone()).collect(),
+                        }),
+                    });
+                    continue;
                 }
                 let src = float_type(t.dtype);
                 // A 2-D Q/K weight is read in interleaved row groups (one per head).
@@ -114,6 +133,7 @@ impl HfModel {
                     runs,
                     bytes,
                     group,
+                    stored: None,
                 });
             }
             (conv.metadata, recipes, conv.warnings)
@@ -133,9 +153,16 @@ impl HfModel {
 }
 
 /// The checkpoint's own float type: that of its first tensor of two or more axes stored as
-/// bf16, f16 or f32.
+/// bf16, f16 or f32; f32 for an FP8 checkpoint (its weights dequantized are f32 values).
 fn source_outtype(folder: &HfFolder) -> Result<OutType> {
-    for (_, v, _) in folder.sources()? {
+    let sources = folder.sources()?;
+    if sources
+        .iter()
+        .any(|(_, v, _)| super::fp8::is_fp8(v.dtype()))
+    {
+        return Ok(OutType::F32);
+    }
+    for (_, v, _) in sources {
         if v.shape().len() < 2 {
             continue;
         }
@@ -186,7 +213,19 @@ impl ModelSource for HfModel {
                     Tensor::stacked(&r.name, r.ty, r.shape.clone(), parts, offset)
                 }
             };
-            offset += tensor.len() as u64;
+            let tensor = match &r.stored {
+                Some(stored) => {
+                    // Placed as the f32 tensor the converter writes.
+                    let rows: u64 = r.shape.iter().rev().skip(1).product();
+                    let row_len = r.shape.last().copied().unwrap_or(1) as usize;
+                    offset += r.ty.row_size(row_len)? as u64 * rows;
+                    tensor.with_stored(stored.clone())
+                }
+                None => {
+                    offset += tensor.len() as u64;
+                    tensor
+                }
+            };
             out.push(tensor.with_row_groups(r.group));
         }
         Ok(out)

@@ -6,6 +6,7 @@
 use super::RunError;
 use super::schedule::{Extent, RowSizes, group_bytes, row_sizes, task_rows};
 use super::write::{Filled, Job};
+use crate::model::Tensor;
 use crate::pipeline::plan::TensorPlan;
 use crate::slab::COPY_TASK_BYTES;
 use quantforge_formats::output::AlignedBuffer;
@@ -58,7 +59,7 @@ impl Job<'_, '_> {
             rest = more;
             let t = &self.plan.tensors[p.tensor];
             let src = self.sources[p.tensor].bytes(p.src.clone())?;
-            match row_sizes(t)? {
+            match row_sizes(t, self.sources[p.tensor])? {
                 Some(RowSizes {
                     src: src_row,
                     dst: dst_row,
@@ -142,6 +143,7 @@ impl Job<'_, '_> {
                             source.reorder_groups(x, x.len() / rows.max(1), &mut buf);
                             let done = convert_rows(
                                 t,
+                                source,
                                 &buf,
                                 &mut f32s[..n],
                                 first_row,
@@ -151,7 +153,15 @@ impl Job<'_, '_> {
                             REORDERED.set(buf);
                             done
                         } else {
-                            convert_rows(t, x, &mut f32s[..n], first_row, self.weights[tensor], y)
+                            convert_rows(
+                                t,
+                                source,
+                                x,
+                                &mut f32s[..n],
+                                first_row,
+                                self.weights[tensor],
+                                y,
+                            )
                         };
                         SCRATCH.set(f32s);
                         done
@@ -221,8 +231,10 @@ thread_local! {
 
 /// Widens the source rows `x` of `t` into `f32s` and quantizes them into `y`; the rows
 /// start at row `first_row` of the tensor.
+#[allow(clippy::too_many_arguments)]
 fn convert_rows(
     t: &TensorPlan,
+    source: &Tensor<'_>,
     x: &[u8],
     f32s: &mut [f32],
     first_row: usize,
@@ -234,7 +246,11 @@ fn convert_rows(
         cause,
     };
     let n_per_row = t.ne[0] as usize;
-    quantforge_kernels::dequantize(t.source, x, f32s).map_err(codec_error)?;
+    if source.stored_row_bytes().is_some() {
+        source.widen_stored(x, first_row, f32s)?;
+    } else {
+        quantforge_kernels::dequantize(t.source, x, f32s).map_err(codec_error)?;
+    }
     quantize_by_expert(t, f32s, first_row, weights, y).map_err(|e| match e.cause {
         quantforge_kernels::Error::NonFinite { index, value } => {
             let index = (first_row * n_per_row + e.at + index) as u64;

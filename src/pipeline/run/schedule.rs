@@ -58,7 +58,7 @@ pub(super) fn pieces(
         let len = source.len();
         // A stacked tensor's pieces stay within one of its runs.
         let run = source.run_bytes().filter(|&n| n > 0).unwrap_or(len.max(1));
-        let (src_unit, out_unit, units) = match row_sizes(t)? {
+        let (src_unit, out_unit, units) = match row_sizes(t, source)? {
             Some(row) => (
                 row.src,
                 row.dst,
@@ -114,16 +114,22 @@ pub(super) struct RowSizes {
 }
 
 /// The row sizes of a converted tensor that has data; `None` for a copied or empty one.
-pub(super) fn row_sizes(t: &TensorPlan) -> Result<Option<RowSizes>, RunError> {
+/// A tensor stored in another type than its own (see [`crate::model::Stored`]) is always
+/// converted, from its stored rows.
+pub(super) fn row_sizes(t: &TensorPlan, source: &Tensor<'_>) -> Result<Option<RowSizes>, RunError> {
     let n_per_row = t.ne[0] as usize;
-    if !t.converts() || n_per_row == 0 || t.ne[1..].contains(&0) {
+    let stored = source.stored_row_bytes();
+    if !(t.converts() || stored.is_some()) || n_per_row == 0 || t.ne[1..].contains(&0) {
         return Ok(None);
     }
     let codec_error = |cause| RunError::Codec {
         tensor: t.name.clone(),
         cause,
     };
-    let src_row = t.source.row_size(n_per_row).map_err(codec_error)?;
+    let src_row = match stored {
+        Some(n) => n,
+        None => t.source.row_size(n_per_row).map_err(codec_error)?,
+    };
     let dst_row = t.target.row_size(n_per_row).map_err(codec_error)?;
     Ok(Some(RowSizes {
         src: src_row,
@@ -181,6 +187,7 @@ struct BatchCost {
 /// while the costly ones run, instead of stalling all threads.
 pub(super) fn conversion_order(
     plan: &Plan,
+    sources: &[&Tensor<'_>],
     pieces: &[Piece],
     batches: &[Range<usize>],
 ) -> Vec<usize> {
@@ -193,7 +200,7 @@ pub(super) fn conversion_order(
                 .iter()
                 .map(|p| {
                     let t = &plan.tensors[p.tensor];
-                    match row_sizes(t) {
+                    match row_sizes(t, sources[p.tensor]) {
                         Ok(Some(row)) => {
                             let elements = p.src.len() / row.src * t.ne[0] as usize;
                             elements as f64 * (1.0 + quantforge_kernels::quantize_cost(t.target))

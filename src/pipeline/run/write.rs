@@ -65,7 +65,7 @@ impl Job<'_, '_> {
         headers: Vec<Filled>,
         tracker: &mut Tracker<'_, '_>,
     ) -> Result<(), RunError> {
-        let order = conversion_order(self.plan, self.pieces, self.batches);
+        let order = conversion_order(self.plan, self.sources, self.pieces, self.batches);
         let files_path = files
             .first()
             .map(|f| f.path().to_path_buf())

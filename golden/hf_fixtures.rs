@@ -32,6 +32,7 @@ pub const FIXTURES: &[(&str, Builder)] = &[
     ("qwen3moe-fused-tiny", qwen3_moe_fused),
     ("qwen3-fp8-tiny", qwen3_fp8),
     ("llama-fp8-tiny", llama_fp8),
+    ("mixtral-tiny", mixtral),
 ];
 
 /// Writes every fixture under `out`, reading vocabularies from `vocabs`.
@@ -1745,4 +1746,109 @@ fn llama_fp8(vocabs: &Path, dir: &Path) {
             None
         }
     });
+}
+
+/// A Mixtral-style model: the SentencePiece vocabulary, four experts per block stored
+/// one tensor per expert (`block_sparse_moe.experts.N.w1/w2/w3`) in two shards, 256-wide
+/// expert rows so the k-quants apply, grouped-query attention.
+fn mixtral(vocabs: &Path, dir: &Path) {
+    let n_tokens = spm_tokenizer(vocabs, dir);
+    write_json(
+        &dir.join("tokenizer_config.json"),
+        &json!({
+            "add_bos_token": true,
+            "add_eos_token": false,
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "unk_token": "<unk>",
+            "legacy": true,
+            "model_max_length": 1000000000,
+            "tokenizer_class": "LlamaTokenizer",
+            "chat_template": "{{ bos_token }}{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}"
+        }),
+    );
+    let (embd, ff, layers, heads, kv, experts, vocab_n) =
+        (256usize, 256usize, 2usize, 8usize, 2usize, 4usize, n_tokens);
+    let head_dim = embd / heads;
+    write_json(
+        &dir.join("config.json"),
+        &json!({
+            "architectures": ["MixtralForCausalLM"],
+            "attention_dropout": 0.0,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "hidden_act": "silu",
+            "hidden_size": embd,
+            "initializer_range": 0.02,
+            "intermediate_size": ff,
+            "max_position_embeddings": 32768,
+            "model_type": "mixtral",
+            "num_attention_heads": heads,
+            "num_experts_per_tok": 2,
+            "num_hidden_layers": layers,
+            "num_key_value_heads": kv,
+            "num_local_experts": experts,
+            "output_router_logits": false,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 1000000.0,
+            "router_aux_loss_coef": 0.02,
+            "sliding_window": null,
+            "tie_word_embeddings": false,
+            "torch_dtype": "bfloat16",
+            "transformers_version": "4.57.6",
+            "use_cache": true,
+            "vocab_size": vocab_n
+        }),
+    );
+    let mut rng = Rng(0x006d_6978_7472);
+    let mut t = vec![
+        random_bf16(
+            &mut rng,
+            "model.embed_tokens.weight",
+            &[vocab_n, embd],
+            0.02,
+            0.0,
+        ),
+        random_bf16(&mut rng, "lm_head.weight", &[vocab_n, embd], 0.02, 0.0),
+        random_bf16(&mut rng, "model.norm.weight", &[embd], 0.05, 1.0),
+    ];
+    for l in 0..layers {
+        let p = format!("model.layers.{l}");
+        for (name, shape) in [
+            ("self_attn.q_proj", [heads * head_dim, embd]),
+            ("self_attn.k_proj", [kv * head_dim, embd]),
+            ("self_attn.v_proj", [kv * head_dim, embd]),
+            ("self_attn.o_proj", [embd, heads * head_dim]),
+            ("block_sparse_moe.gate", [experts, embd]),
+        ] {
+            t.push(random_bf16(
+                &mut rng,
+                &format!("{p}.{name}.weight"),
+                &shape,
+                0.05,
+                0.0,
+            ));
+        }
+        for x in 0..experts {
+            for (w, shape) in [("w1", [ff, embd]), ("w2", [embd, ff]), ("w3", [ff, embd])] {
+                t.push(random_bf16(
+                    &mut rng,
+                    &format!("{p}.block_sparse_moe.experts.{x}.{w}.weight"),
+                    &shape,
+                    0.05,
+                    0.0,
+                ));
+            }
+        }
+        for norm in ["input_layernorm", "post_attention_layernorm"] {
+            t.push(random_bf16(
+                &mut rng,
+                &format!("{p}.{norm}.weight"),
+                &[embd],
+                0.05,
+                1.0,
+            ));
+        }
+    }
+    write_sharded(dir, t, 2);
 }

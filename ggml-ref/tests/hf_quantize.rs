@@ -186,6 +186,11 @@ fn one_pass_equals_converter_then_llama_quantize() {
         &fx.path().join("embeddinggemma-tiny"),
         OutType::F32,
     );
+    check(
+        "mixtral-tiny",
+        &fx.path().join("mixtral-tiny"),
+        OutType::Bf16,
+    );
     // FP8 checkpoints: the weights dequantized to f32 as they are read.
     check(
         "qwen3-fp8-tiny",

@@ -84,7 +84,7 @@ impl GeneralMeta {
         dir: &Path,
         override_file: Option<&Path>,
         model_name: Option<&str>,
-        total_params: u64,
+        params: &ParamCount,
     ) -> Result<GeneralMeta> {
         let card = load_model_card(dir)?;
         let hf = read_object(&dir.join("config.json"))?.unwrap_or_default();
@@ -93,7 +93,7 @@ impl GeneralMeta {
             .flatten()
             .unwrap_or_default();
         let mut m = GeneralMeta::default();
-        m.apply_heuristics(&card, &hf, dir, total_params as i64);
+        m.apply_heuristics(&card, &hf, dir, params.total as i64);
 
         let mut sampling: Vec<(&'static str, Option<Json>)> =
             SAMPLING.iter().map(|(_, key, _)| (*key, None)).collect();
@@ -168,8 +168,8 @@ impl GeneralMeta {
         if m.name.as_ref().is_none_or(Json::is_null) {
             m.name = Some(Json::String(folder_name(dir)));
         }
-        if m.size_label.as_ref().is_none_or(Json::is_null) && total_params > 0 {
-            m.size_label = Some(Json::String(size_label(total_params)));
+        if m.size_label.as_ref().is_none_or(Json::is_null) && params.total > 0 {
+            m.size_label = Some(Json::String(params.size_label()));
         }
         Ok(m)
     }
@@ -805,6 +805,58 @@ pub fn id_to_title(s: &str) -> String {
         .join(" ")
 }
 
+/// The parameter counts gguf-py's `get_total_parameter_count` takes from the tensors it
+/// writes: stacked expert tensors (`_exps.` in the name, three axes or more) count one
+/// expert's share towards the expert parameters, everything else is shared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParamCount {
+    /// Every tensor's elements.
+    pub total: u64,
+    /// Elements of the tensors that are not stacked experts.
+    pub shared: u64,
+    /// One expert's elements of each stacked expert tensor, summed.
+    pub expert: u64,
+    /// Experts per stacked tensor, averaged (rounded down) over them; 0 without experts.
+    pub expert_count: u64,
+}
+
+impl ParamCount {
+    /// Counts tensors given by name and ggml dimensions (`ne[0]` the row length).
+    pub fn of<'a>(tensors: impl IntoIterator<Item = (&'a str, &'a [u64])>) -> ParamCount {
+        let mut c = ParamCount::default();
+        let (mut expert_sum, mut expert_tensors) = (0u64, 0u64);
+        for (name, ne) in tensors {
+            let size: u64 = ne.iter().product();
+            // gguf-py reads the count from the numpy shape: axis -2 for a bias, -3 else.
+            let axis = if name.contains(".bias") { 1 } else { 2 };
+            match ne.get(axis) {
+                Some(&n) if name.contains("_exps.") && ne.len() >= 3 && n > 0 => {
+                    c.expert += size / n;
+                    expert_sum += n;
+                    expert_tensors += 1;
+                }
+                _ => c.shared += size,
+            }
+            c.total += size;
+        }
+        c.expert_count = expert_sum.checked_div(expert_tensors).unwrap_or(0);
+        c
+    }
+
+    /// gguf-py's `size_label`: `<experts>x<shared + expert>` for a model with experts.
+    pub fn size_label(&self) -> String {
+        if self.expert_count > 0 {
+            format!(
+                "{}x{}",
+                self.expert_count,
+                size_label(self.shared + self.expert)
+            )
+        } else {
+            size_label(self.total)
+        }
+    }
+}
+
 /// gguf-py's `size_label` for a model without experts
 /// (`model_weight_count_rounded_notation` with two significant digits at least).
 pub fn size_label(total: u64) -> String {
@@ -1076,6 +1128,33 @@ mod tests {
         assert_eq!(size_label(1_500_000), "1.5M");
         assert_eq!(size_label(7_241_732_096), "7.2B");
         assert_eq!(size_label(999), "1.0K");
+    }
+
+    #[test]
+    fn experts_count_once_in_the_size_label() {
+        // Mixtral-8x7B's shapes, one block: 8 experts of 14336 x 4096 three times.
+        let gate = [4096u64, 14336, 8];
+        let down = [14336u64, 4096, 8];
+        let attn = [4096u64, 4096];
+        let bias = [14336u64, 8];
+        let c = ParamCount::of([
+            ("blk.0.ffn_gate_exps.weight", &gate[..]),
+            ("blk.0.ffn_down_exps.weight", &down[..]),
+            ("blk.0.ffn_up_exps.weight", &gate[..]),
+            ("blk.0.attn_q.weight", &attn[..]),
+            ("blk.0.ffn_up_exps.bias", &bias[..]),
+        ]);
+        assert_eq!(c.total, 3 * 4096 * 14336 * 8 + 4096 * 4096 + 14336 * 8);
+        // A bias of two axes is shared, as gguf-py counts it.
+        assert_eq!(c.expert, 3 * 4096 * 14336);
+        assert_eq!(c.shared, 4096 * 4096 + 14336 * 8);
+        assert_eq!(c.expert_count, 8);
+        assert_eq!(c.size_label(), "8x193M");
+        let dense = ParamCount::of([("blk.0.attn_q.weight", &attn[..])]);
+        assert_eq!(
+            (dense.expert_count, dense.size_label()),
+            (0, "17M".to_string())
+        );
     }
 
     #[test]

@@ -59,6 +59,25 @@ fn mistral_defaults() -> Json {
     })
 }
 
+/// Defaults of `MixtralConfig`.
+fn mixtral_defaults() -> Json {
+    json!({
+        "vocab_size": 32000,
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "head_dim": null,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 1000000.0,
+        "sliding_window": null,
+        "num_experts_per_tok": 2,
+        "num_local_experts": 8,
+        "tie_word_embeddings": false,
+    })
+}
+
 /// Defaults of `Qwen2Config` and `Qwen3Config` (whose head size defaults to 128;
 /// Qwen2's config has no head size at all).
 fn qwen_defaults(v3: bool) -> Json {
@@ -188,6 +207,7 @@ impl Config {
             | "BertForSequenceClassification" => bert_defaults(),
             "LLaMAForCausalLM" | "LlamaForCausalLM" | "LlamaModel" => llama_defaults(),
             "MistralForCausalLM" => mistral_defaults(),
+            "MixtralForCausalLM" => mixtral_defaults(),
             "Qwen2ForCausalLM" | "Qwen2Model" => qwen_defaults(false),
             "Qwen3ForCausalLM" | "Qwen3Model" => qwen_defaults(true),
             "Gemma2ForCausalLM" => gemma2_defaults(),
@@ -232,10 +252,10 @@ impl Config {
         {
             self.map.insert("num_key_value_heads".into(), h);
         }
-        // LlamaConfig and MistralConfig take the head count for a null KV head count
-        // (MistralConfig's default, when the key is absent, is 8); LlamaConfig also derives
-        // a missing head size, MistralConfig leaves it unset.
-        let mistral = architecture == "MistralForCausalLM";
+        // LlamaConfig, MistralConfig and MixtralConfig take the head count for a null KV
+        // head count (the last two default to 8 when the key is absent); LlamaConfig also
+        // derives a missing head size, the others leave it unset.
+        let mistral = matches!(architecture, "MistralForCausalLM" | "MixtralForCausalLM");
         if mistral
             || matches!(
                 architecture,

@@ -670,12 +670,12 @@ impl HfFolder {
         if opts.vocab_only {
             tensors.clear();
         }
-        let total_params: u64 = tensors.iter().map(|t| t.ne.iter().product::<u64>()).sum();
+        let params = card::ParamCount::of(tensors.iter().map(|t| (t.name.as_str(), &t.ne[..])));
         let card = card::GeneralMeta::load(
             &self.dir,
             opts.metadata.as_deref(),
             opts.model_name.as_deref(),
-            total_params,
+            &params,
         )?;
         let default_stem = card.file_stem(outtype.name());
         ctx.put("general.type", "model")?;

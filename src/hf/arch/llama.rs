@@ -2,7 +2,7 @@
 //! ggml's rotary layout, the vocabulary from `tokenizer.json` (Llama 3 / SmolLM style
 //! byte-level BPE).
 
-use super::{Arch, ArchTable, Modified, text_filter, text_parameters};
+use super::{Arch, ArchTable, ExpertStack, Experts, Modified, text_filter, text_parameters};
 use crate::error::{Error, Result, bail};
 use crate::hf::tokenizer::special::{SpecialVocab, read_object, read_tokenizer_meta};
 use crate::hf::tokenizer::{HfTokenizer, load_beside};
@@ -40,9 +40,6 @@ impl Arch for Llama {
         } else {
             name.to_string()
         };
-        if name.contains("block_sparse_moe.experts") {
-            bail!("tensor `{name}`: Mixtral-style expert tensors are not supported yet");
-        }
         let permute = if name.ends_with("q_proj.weight") || name.ends_with("q_proj.bias") {
             Some(n_head)
         } else if name.ends_with("k_proj.weight") || name.ends_with("k_proj.bias") {
@@ -54,6 +51,21 @@ impl Arch for Llama {
             permute,
             ..Modified::name(ctx.tensor_map.map(&name)?)
         })
+    }
+
+    fn experts(&self, ctx: &Ctx<'_>, name: &str) -> Result<Experts> {
+        if !name.contains("block_sparse_moe.experts") {
+            return Ok(Experts::No);
+        }
+        let n = ctx.config.get("num_local_experts").ok_or_else(|| {
+            Error::invalid(format!(
+                "{}: expert tensor `{name}` but no `num_local_experts`",
+                ctx.config.path().display()
+            ))
+        })?;
+        Ok(Experts::Buffer(ExpertStack::mixtral(
+            json_u32("num_local_experts", n)? as usize,
+        )))
     }
 
     fn parameters(&self, ctx: &mut Ctx<'_>) -> Result<()> {

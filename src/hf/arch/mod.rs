@@ -173,6 +173,17 @@ impl ExpertStack {
         }
     }
 
+    /// LlamaModel's naming (Mixtral): `w1`, `w2`, `w3` are the gate, down and up
+    /// projections, stacked in that order.
+    pub fn mixtral(n: usize) -> ExpertStack {
+        ExpertStack {
+            n,
+            projections: ["w1", "w2", "w3"],
+            source: "model.layers.{bid}.block_sparse_moe.experts.{xid}.{w}.weight",
+            merged: "layers.{bid}.feed_forward.experts.{w}.weight",
+        }
+    }
+
     /// Expert `xid`'s `w` tensor of block `bid`.
     pub fn source_name(&self, bid: usize, xid: usize, w: &str) -> String {
         self.source
@@ -285,6 +296,7 @@ pub static REGISTRY: &[(&str, &dyn Arch)] = &[
     ("LLaMAForCausalLM", &llama::Llama { bare_names: false }),
     ("LlamaForCausalLM", &llama::Llama { bare_names: false }),
     ("MistralForCausalLM", &llama::Llama { bare_names: false }),
+    ("MixtralForCausalLM", &llama::Llama { bare_names: false }),
     ("LlamaModel", &llama::Llama { bare_names: true }),
     (
         "Qwen2ForCausalLM",

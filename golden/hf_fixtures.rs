@@ -33,6 +33,7 @@ pub const FIXTURES: &[(&str, Builder)] = &[
     ("qwen3-fp8-tiny", qwen3_fp8),
     ("llama-fp8-tiny", llama_fp8),
     ("mixtral-tiny", mixtral),
+    ("llama32-tiny", llama32),
 ];
 
 /// Writes every fixture under `out`, reading vocabularies from `vocabs`.
@@ -1851,4 +1852,69 @@ fn mixtral(vocabs: &Path, dir: &Path) {
         }
     }
     write_sharded(dir, t, 2);
+}
+
+/// A Llama-3.2-style model: llama3 rope scaling (the converter generates `rope_freqs`
+/// from it), 64-wide heads, tied embeddings, bf16, GPT-2's vocabulary.
+fn llama32(vocabs: &Path, dir: &Path) {
+    let vocab_n = gpt2_tokenizer(vocabs, dir);
+    let (embd, ff, layers, heads, kv) = (256usize, 512usize, 2usize, 4usize, 2usize);
+    let head_dim = embd / heads;
+    write_json(
+        &dir.join("config.json"),
+        &json!({
+            "architectures": ["LlamaForCausalLM"],
+            "attention_bias": false,
+            "attention_dropout": 0.0,
+            "bos_token_id": 50256,
+            "eos_token_id": 50256,
+            "head_dim": head_dim,
+            "hidden_act": "silu",
+            "hidden_size": embd,
+            "initializer_range": 0.02,
+            "intermediate_size": ff,
+            "max_position_embeddings": 131072,
+            "mlp_bias": false,
+            "model_type": "llama",
+            "num_attention_heads": heads,
+            "num_hidden_layers": layers,
+            "num_key_value_heads": kv,
+            "pretraining_tp": 1,
+            "rms_norm_eps": 1e-5,
+            "rope_scaling": {
+                "factor": 32.0,
+                "high_freq_factor": 4.0,
+                "low_freq_factor": 1.0,
+                "original_max_position_embeddings": 8192,
+                "rope_type": "llama3"
+            },
+            "rope_theta": 500000.0,
+            "tie_word_embeddings": true,
+            "torch_dtype": "bfloat16",
+            "transformers_version": "4.57.6",
+            "use_cache": true,
+            "vocab_size": vocab_n
+        }),
+    );
+    let mut rng = Rng(0x006c_6c33_3332);
+    let mut t = vec![
+        random_bf16(
+            &mut rng,
+            "model.embed_tokens.weight",
+            &[vocab_n, embd],
+            0.02,
+            0.0,
+        ),
+        random_bf16(&mut rng, "model.norm.weight", &[embd], 0.05, 1.0),
+    ];
+    for l in 0..layers {
+        llama_block(
+            &mut t,
+            &mut rng,
+            random_bf16,
+            l,
+            [embd, ff, heads * head_dim, kv * head_dim],
+        );
+    }
+    write_safetensors(&dir.join("model.safetensors"), t);
 }

@@ -191,6 +191,11 @@ fn one_pass_equals_converter_then_llama_quantize() {
         &fx.path().join("mixtral-tiny"),
         OutType::Bf16,
     );
+    check(
+        "llama32-tiny",
+        &fx.path().join("llama32-tiny"),
+        OutType::Bf16,
+    );
     // FP8 checkpoints: the weights dequantized to f32 as they are read.
     check(
         "qwen3-fp8-tiny",

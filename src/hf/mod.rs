@@ -21,6 +21,7 @@ pub mod arch;
 pub mod card;
 pub mod config;
 pub mod fp8;
+pub(crate) mod sleef;
 mod source;
 #[rustfmt::skip]
 mod tables;

@@ -68,25 +68,52 @@ impl Arch for Llama {
         )))
     }
 
-    fn parameters(&self, ctx: &mut Ctx<'_>) -> Result<()> {
+    fn extra_tensors(&self, ctx: &mut Ctx<'_>) -> Result<Vec<(String, Vec<f32>)>> {
         let rp = super::rope_parameters(ctx.config);
-        let params = rp.get("full_attention").unwrap_or(&Json::Null);
-        let params = if params.is_object() {
-            params
-        } else {
-            &Json::Object(rp.clone())
+        let params = match rp.get("full_attention") {
+            Some(Json::Object(m)) => m.clone(),
+            _ => rp,
         };
-        if params
+        let llama3 = params
             .get("rope_type")
             .and_then(Json::as_str)
-            .is_some_and(|t| t.eq_ignore_ascii_case("llama3"))
-        {
-            bail!(
-                "{}: llama3 rope scaling (the converter's generated rope_freqs tensor) is not \
-                 supported yet",
-                ctx.config.path().display()
-            );
+            .is_some_and(|t| t.eq_ignore_ascii_case("llama3"));
+        if !llama3 {
+            return Ok(Vec::new());
         }
+        let c = ctx.config;
+        let dim = match c.get("head_dim") {
+            Some(v) => json_u32("head_dim", v)?,
+            None => {
+                let h = json_u32("hidden_size", c.get("hidden_size").unwrap_or(&Json::Null))?;
+                let n = json_u32(
+                    "num_attention_heads",
+                    c.get("num_attention_heads").unwrap_or(&Json::Null),
+                )?;
+                h.checked_div(n).unwrap_or(0)
+            }
+        };
+        let num = |key: &str, default: f64| -> Result<f64> {
+            match params.get(key) {
+                None | Some(Json::Null) => Ok(default),
+                Some(v) => v.as_f64().ok_or_else(|| {
+                    Error::invalid(format!("config.json: rope `{key}` is {v}, not a number"))
+                }),
+            }
+        };
+        let factors = llama3_rope_factors(
+            dim,
+            num("rope_theta", 10000.0)?,
+            num("factor", 8.0)?,
+            num("low_freq_factor", 1.0)?,
+            num("high_freq_factor", 4.0)?,
+            num("original_max_position_embeddings", 8192.0)?,
+        )
+        .map_err(|e| Error::invalid(format!("{}: {e}", c.path().display())))?;
+        Ok(vec![("rope_freqs.weight".into(), factors)])
+    }
+
+    fn parameters(&self, ctx: &mut Ctx<'_>) -> Result<()> {
         text_parameters(ctx)?;
         let c = ctx.config;
         let vocab = c
@@ -307,4 +334,53 @@ pub(crate) fn load_gpt2_vocab(ctx: &mut Ctx<'_>) -> Result<()> {
     let dir = ctx.dir;
     let (tok, special) = load_beside(dir, || SpecialVocab::load(dir, true, None));
     gpt2_vocab(ctx, tok?, special?)
+}
+
+/// `LlamaModel.generate_extra_tensors` for llama3 rope scaling: one factor per rotary
+/// pair, computed in f32 as torch computes it. The frequencies `1 / base ** (2i / dim)`
+/// come from torch's vectorised `pow`, which is SLEEF's `powf` for every element of a
+/// whole block of 32 (AVX-512) or 16 (AVX2) and libm's `powf` for the rest; for `dim / 2`
+/// a multiple of 32 both builds take SLEEF everywhere, and any other head size would
+/// make the converter's own output depend on the CPU it ran on, so it is refused.
+/// Python floats meet the f32 tensors as f32 scalars (torch's wrapped numbers).
+fn llama3_rope_factors(
+    dim: u32,
+    base: f64,
+    factor: f64,
+    low_freq_factor: f64,
+    high_freq_factor: f64,
+    old_context_len: f64,
+) -> std::result::Result<Vec<f32>, String> {
+    let n = dim.div_ceil(2) as usize;
+    if dim == 0 || !n.is_multiple_of(32) {
+        return Err(format!(
+            "llama3 rope scaling with a head size of {dim}: the converter's rope_freqs \
+             values then depend on the CPU it runs on (supported: head sizes that are \
+             multiples of 64)"
+        ));
+    }
+    let low_wavelen = (old_context_len / low_freq_factor) as f32;
+    let high_wavelen = (old_context_len / high_freq_factor) as f32;
+    let two_pi = (2.0 * std::f64::consts::PI) as f32;
+    let (old, low, span, factor32) = (
+        old_context_len as f32,
+        low_freq_factor as f32,
+        (high_freq_factor - low_freq_factor) as f32,
+        factor as f32,
+    );
+    Ok((0..n)
+        .map(|i| {
+            let x = (2 * i) as f32 / dim as f32;
+            let freq = 1.0f32 / crate::hf::sleef::pow_f32(base as f32, x);
+            let wavelen = two_pi / freq;
+            if wavelen < high_wavelen {
+                1.0
+            } else if wavelen > low_wavelen {
+                factor32
+            } else {
+                let smooth = (old / wavelen - low) / span;
+                1.0 / ((1.0 - smooth) / factor32 + smooth)
+            }
+        })
+        .collect())
 }

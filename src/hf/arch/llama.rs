@@ -82,17 +82,7 @@ impl Arch for Llama {
             return Ok(Vec::new());
         }
         let c = ctx.config;
-        let dim = match c.get("head_dim") {
-            Some(v) => json_u32("head_dim", v)?,
-            None => {
-                let h = json_u32("hidden_size", c.get("hidden_size").unwrap_or(&Json::Null))?;
-                let n = json_u32(
-                    "num_attention_heads",
-                    c.get("num_attention_heads").unwrap_or(&Json::Null),
-                )?;
-                h.checked_div(n).unwrap_or(0)
-            }
-        };
+        let dim = rope_dim(c)?;
         let num = |key: &str, default: f64| -> Result<f64> {
             match params.get(key) {
                 None | Some(Json::Null) => Ok(default),
@@ -120,20 +110,7 @@ impl Arch for Llama {
             .get("vocab_size")
             .ok_or_else(|| Error::invalid("config.json: no vocab_size"))?;
         let vocab = json_u32("vocab_size", vocab)?;
-        let rope_dim = match c.get("head_dim") {
-            Some(v) => json_u32("head_dim", v)?,
-            None => {
-                let h = json_u32("hidden_size", c.get("hidden_size").unwrap_or(&Json::Null))?;
-                let n = json_u32(
-                    "num_attention_heads",
-                    c.get("num_attention_heads").unwrap_or(&Json::Null),
-                )?;
-                if n == 0 {
-                    bail!("config.json: num_attention_heads is 0");
-                }
-                h / n
-            }
-        };
+        let rope_dim = rope_dim(c)?;
         ctx.put_arch("vocab_size", vocab)?;
         ctx.put_arch("rope.dimension_count", rope_dim)?;
         Ok(())
@@ -383,4 +360,22 @@ fn llama3_rope_factors(
             }
         })
         .collect())
+}
+
+/// The rotary width: `head_dim`, else `hidden_size / num_attention_heads`.
+fn rope_dim(c: &crate::hf::config::Config) -> Result<u32> {
+    match c.get("head_dim") {
+        Some(v) => json_u32("head_dim", v),
+        None => {
+            let h = json_u32("hidden_size", c.get("hidden_size").unwrap_or(&Json::Null))?;
+            let n = json_u32(
+                "num_attention_heads",
+                c.get("num_attention_heads").unwrap_or(&Json::Null),
+            )?;
+            if n == 0 {
+                bail!("config.json: num_attention_heads is 0");
+            }
+            Ok(h / n)
+        }
+    }
 }

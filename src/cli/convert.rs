@@ -67,6 +67,10 @@ pub struct ConvertArgs {
     /// nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Hugging Face folders: a first part with the keys and no tensor, the tensors in
+    /// the parts after it (as the converter's option of that name).
+    #[arg(long)]
+    no_tensor_first_split: bool,
     /// Input GGUF file, the first part of a split set, a safetensors file or folder, or a
     /// Hugging Face model folder.
     input: PathBuf,
@@ -82,6 +86,9 @@ pub fn run(args: ConvertArgs) -> Result<()> {
     let Some(output) = args.output.clone() else {
         bail!("OUT is required unless IN is a Hugging Face model folder");
     };
+    if args.no_tensor_first_split {
+        bail!("--no-tensor-first-split applies to Hugging Face folders");
+    }
     let kind = file_kind::detect(&args.input)?;
     let to_safetensors = super::safetensors::is_safetensors_path(&output);
     if kind == FileKind::Gguf && !to_safetensors {
@@ -157,8 +164,16 @@ fn convert_hf(args: &ConvertArgs) -> Result<()> {
         );
         return Ok(());
     }
-    for w in quantforge::hf::write_split(&conv, &path, args.split_max_tensors, args.split_max_size)?
-    {
+    if args.no_tensor_first_split && args.vocab_only {
+        bail!("--no-tensor-first-split with --vocab-only is not supported");
+    }
+    for w in quantforge::hf::write_split(
+        &conv,
+        &path,
+        args.split_max_tensors,
+        args.split_max_size,
+        args.no_tensor_first_split,
+    )? {
         println!(
             "{}: {} tensors, {} bytes",
             w.path.display(),

@@ -131,13 +131,20 @@ pub fn part_paths(path: &Path, n: usize) -> Vec<PathBuf> {
 /// file when the tensors fit in one part, else parts named by [`part_paths`], the first
 /// with every key and each with `split.no`, `split.count` and `split.tensors.count`
 /// (in that order) last. No part takes its name until every part is written.
+///
+/// `small_first` is the converter's `--no-tensor-first-split`: the first part holds the
+/// keys and no tensor, the tensors follow in parts of their own.
 pub fn write_split(
     conv: &Conversion<'_>,
     path: &Path,
     max_tensors: Option<u64>,
     max_bytes: Option<u64>,
+    small_first: bool,
 ) -> Result<Vec<Written>> {
-    let parts = split_parts(&conv.tensors, max_tensors, max_bytes)?;
+    let mut parts = split_parts(&conv.tensors, max_tensors, max_bytes)?;
+    if small_first && !conv.tensors.is_empty() {
+        parts.insert(0, 0..0);
+    }
     if parts.len() <= 1 || conv.tensors.is_empty() {
         return Ok(vec![write(conv, path)?]);
     }

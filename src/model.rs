@@ -264,6 +264,17 @@ pub struct Stored {
     pub scales: Vec<Option<(Arc<Scale>, usize)>>,
 }
 
+/// Where row `r` of a tensor read in interleaved groups of `group` rows is stored: row
+/// `2i + j` of a group is stored row `j * group / 2 + i` of it (Llama's rotary Q/K
+/// layout undone, one group per head).
+pub fn interleaved_row(group: usize, r: usize) -> usize {
+    if group <= 1 {
+        return r;
+    }
+    let i = r % group;
+    r - i + (i % 2) * (group / 2) + i / 2
+}
+
 /// The file holding a tensor's data, for page prefetch and release.
 #[derive(Clone, Copy, Debug)]
 enum Pages<'a> {
@@ -407,15 +418,8 @@ impl<'a> Tensor<'a> {
         let run_rows = self
             .run_bytes()
             .map_or(usize::MAX, |b| (b / row_bytes).max(1));
-        let (g, half) = (self.group.max(1), self.group.max(1) / 2);
         for (i, row) in out.chunks_mut(row_len).enumerate() {
-            let read = first_row + i;
-            let at = if g > 1 {
-                let r = read % g;
-                read - r + (r % 2) * half + r / 2
-            } else {
-                read
-            };
+            let at = interleaved_row(self.group, first_row + i);
             let run = at / run_rows;
             if let Some(Some((scale, first))) = stored.scales.get(run) {
                 scale.apply_row(first + at - run * run_rows, row);
@@ -433,11 +437,10 @@ impl<'a> Tensor<'a> {
             dst.extend_from_slice(src);
             return;
         }
-        let half = g / 2;
         for group in src.chunks(g * row_bytes) {
             let n = group.len() / row_bytes;
             for r in 0..n {
-                let s = (r % 2) * half + r / 2;
+                let s = interleaved_row(g, r);
                 dst.extend_from_slice(&group[s * row_bytes..(s + 1) * row_bytes]);
             }
         }

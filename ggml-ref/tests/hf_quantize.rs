@@ -146,65 +146,26 @@ fn one_pass_equals_converter_then_llama_quantize() {
     let vocab = real_model("llama-vocabs/ggml-vocab-qwen2.gguf").unwrap();
     let fx = tempfile::tempdir().unwrap();
     hf_fixtures::write_all(vocab.parent().unwrap(), fx.path());
-    check("qwen2-tiny", &fx.path().join("qwen2-tiny"), OutType::Bf16);
-    check("qwen3-tiny", &fx.path().join("qwen3-tiny"), OutType::Bf16);
-    check(
-        "llama-bpe-tiny",
-        &fx.path().join("llama-bpe-tiny"),
-        OutType::Bf16,
-    );
-    check(
-        "mistral-f16-tiny",
-        &fx.path().join("mistral-f16-tiny"),
-        OutType::F16,
-    );
-    check("gemma2-tiny", &fx.path().join("gemma2-tiny"), OutType::Bf16);
-    check("gemma3-tiny", &fx.path().join("gemma3-tiny"), OutType::F16);
-    check(
-        "gemma3-bpe-tiny",
-        &fx.path().join("gemma3-bpe-tiny"),
-        OutType::Bf16,
-    );
-    check("phi3-tiny", &fx.path().join("phi3-tiny"), OutType::Bf16);
-    check(
-        "qwen3moe-tiny",
-        &fx.path().join("qwen3moe-tiny"),
-        OutType::Bf16,
-    );
-    check(
-        "qwen3moe-fused-tiny",
-        &fx.path().join("qwen3moe-fused-tiny"),
-        OutType::Bf16,
-    );
-    check(
-        "phi3-4k-tiny",
-        &fx.path().join("phi3-4k-tiny"),
-        OutType::F16,
-    );
-    check(
-        "embeddinggemma-tiny",
-        &fx.path().join("embeddinggemma-tiny"),
-        OutType::F32,
-    );
-    check(
-        "mixtral-tiny",
-        &fx.path().join("mixtral-tiny"),
-        OutType::Bf16,
-    );
-    check(
-        "llama32-tiny",
-        &fx.path().join("llama32-tiny"),
-        OutType::Bf16,
-    );
-    // FP8 checkpoints: the weights dequantized to f32 as they are read.
-    check(
-        "qwen3-fp8-tiny",
-        &fx.path().join("qwen3-fp8-tiny"),
-        OutType::F32,
-    );
-    check(
-        "llama-fp8-tiny",
-        &fx.path().join("llama-fp8-tiny"),
-        OutType::F32,
-    );
+    // Each fixture with its checkpoint's own float type; the FP8 ones' weights are
+    // dequantized to f32 as they are read.
+    for (name, outtype) in [
+        ("qwen2-tiny", OutType::Bf16),
+        ("qwen3-tiny", OutType::Bf16),
+        ("llama-bpe-tiny", OutType::Bf16),
+        ("mistral-f16-tiny", OutType::F16),
+        ("gemma2-tiny", OutType::Bf16),
+        ("gemma3-tiny", OutType::F16),
+        ("gemma3-bpe-tiny", OutType::Bf16),
+        ("phi3-tiny", OutType::Bf16),
+        ("qwen3moe-tiny", OutType::Bf16),
+        ("qwen3moe-fused-tiny", OutType::Bf16),
+        ("phi3-4k-tiny", OutType::F16),
+        ("embeddinggemma-tiny", OutType::F32),
+        ("mixtral-tiny", OutType::Bf16),
+        ("llama32-tiny", OutType::Bf16),
+        ("qwen3-fp8-tiny", OutType::F32),
+        ("llama-fp8-tiny", OutType::F32),
+    ] {
+        check(name, &fx.path().join(name), outtype);
+    }
 }

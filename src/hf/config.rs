@@ -59,23 +59,21 @@ fn mistral_defaults() -> Json {
     })
 }
 
-/// Defaults of `MixtralConfig`.
+/// Defaults of `MixtralConfig`: `MistralConfig`'s sizes, its own norm epsilon, rope
+/// base and experts, no sliding window, and an explicit null head size.
 fn mixtral_defaults() -> Json {
-    json!({
-        "vocab_size": 32000,
-        "hidden_size": 4096,
-        "intermediate_size": 14336,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "head_dim": null,
-        "max_position_embeddings": 131072,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": 1000000.0,
-        "sliding_window": null,
-        "num_experts_per_tok": 2,
-        "num_local_experts": 8,
-        "tie_word_embeddings": false,
-    })
+    let mut d = mistral_defaults();
+    for (k, v) in [
+        ("head_dim", Json::Null),
+        ("rms_norm_eps", json!(1e-5)),
+        ("rope_theta", json!(1000000.0)),
+        ("sliding_window", Json::Null),
+        ("num_experts_per_tok", json!(2)),
+        ("num_local_experts", json!(8)),
+    ] {
+        d[k] = v;
+    }
+    d
 }
 
 /// Defaults of `Qwen2Config` and `Qwen3Config` (whose head size defaults to 128;

@@ -264,12 +264,7 @@ impl OutTensor<'_> {
 fn permuted_index(heads: Option<usize>, r: usize, n: usize) -> usize {
     match heads {
         None => r,
-        Some(heads) => {
-            let per_head = n / heads;
-            let half = per_head / 2;
-            let (h, rem) = (r / per_head, r % per_head);
-            h * per_head + (rem % 2) * half + rem / 2
-        }
+        Some(heads) => crate::model::interleaved_row(n / heads, r),
     }
 }
 

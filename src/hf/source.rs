@@ -51,6 +51,37 @@ fn float_type(d: Dtype) -> Option<GgmlType> {
     }
 }
 
+/// The bytes of a float tensor of the converter's GGUF when they are made rather than
+/// read in place: a tensor made while the conversion was planned, or one widened to f32
+/// (small: norms and biases); `None` for one read as stored.
+fn float_bytes(dir: &Path, t: &super::OutTensor<'_>) -> Result<Option<Vec<u8>>> {
+    let src = float_type(t.dtype);
+    let made = match t.parts.as_slice() {
+        [p] if p.origin.is_none() => Some(p.bytes.to_vec()),
+        _ => None,
+    };
+    if src == Some(t.ty) {
+        return Ok(made);
+    }
+    if let (GgmlType::F32, Some(_), [p]) = (t.ty, src, t.parts.as_slice()) {
+        let n = p.bytes.len() / t.dtype.bytes_of(1).unwrap_or(1).max(1);
+        let mut f = vec![0f32; n];
+        quantforge_formats::safetensors::decode_f32_into(
+            &t.source_name,
+            t.dtype,
+            &p.bytes,
+            &mut f,
+        )?;
+        return Ok(Some(bytemuck::cast_slice(&f).to_vec()));
+    }
+    bail!(
+        "{}: tensor `{}` would be converted to {} by the converter",
+        dir.display(),
+        t.source_name,
+        t.ty.name()
+    )
+}
+
 impl HfModel {
     /// Opens `dir` and works out the converter's output for the checkpoint's own float
     /// type.
@@ -64,7 +95,12 @@ impl HfModel {
             })?;
             let mut recipes = Vec::with_capacity(conv.tensors.len());
             for t in &conv.tensors {
-                if super::fp8::is_fp8(t.dtype) {
+                // A 2-D Q/K weight is read in interleaved row groups (one per head).
+                let group = match t.permute {
+                    Some(heads) => t.ne.last().copied().unwrap_or(0) as usize / heads,
+                    None => 1,
+                };
+                let (bytes, stored) = if super::fp8::is_fp8(t.dtype) {
                     // Dequantized to f32 as the converter does, row by row as it is read.
                     if t.ty != GgmlType::F32 {
                         bail!(
@@ -75,52 +111,16 @@ impl HfModel {
                             t.ty.name()
                         );
                     }
-                    recipes.push(Recipe {
-                        name: t.name.clone(),
-                        ty: t.ty,
-                        shape: t.ne.iter().rev().copied().collect(),
-                        runs: t.parts.iter().filter_map(|p| p.origin.clone()).collect(),
-                        bytes: None,
-                        group: match t.permute {
-                            Some(heads) => t.ne.last().copied().unwrap_or(0) as usize / heads,
-                            None => 1,
-                        },
-                        stored: Some(Stored {
+                    let scales = t.parts.iter().map(|p| p.scale.clone()).collect();
+                    (
+                        None,
+                        Some(Stored {
                             dtype: t.dtype,
-                            scales: t.parts.iter().map(|p| p.scale.clone()).collect(),
+                            scales,
                         }),
-                    });
-                    continue;
-                }
-                let src = float_type(t.dtype);
-                // A 2-D Q/K weight is read in interleaved row groups (one per head).
-                let group = match t.permute {
-                    Some(heads) => t.ne.last().copied().unwrap_or(0) as usize / heads,
-                    None => 1,
-                };
-                let made = match t.parts.as_slice() {
-                    [p] if p.origin.is_none() => Some(p.bytes.to_vec()),
-                    _ => None,
-                };
-                let bytes = if src == Some(t.ty) {
-                    made
-                } else if let (GgmlType::F32, Some(_), [p]) = (t.ty, src, t.parts.as_slice()) {
-                    let n = p.bytes.len() / t.dtype.bytes_of(1).unwrap_or(1).max(1);
-                    let mut f = vec![0f32; n];
-                    quantforge_formats::safetensors::decode_f32_into(
-                        &t.source_name,
-                        t.dtype,
-                        &p.bytes,
-                        &mut f,
-                    )?;
-                    Some(bytemuck::cast_slice(&f).to_vec())
+                    )
                 } else {
-                    bail!(
-                        "{}: tensor `{}` would be converted to {} by the converter",
-                        dir.display(),
-                        t.source_name,
-                        t.ty.name()
-                    );
+                    (float_bytes(dir, t)?, None)
                 };
                 let runs = match bytes {
                     Some(_) => Vec::new(),
@@ -133,7 +133,7 @@ impl HfModel {
                     runs,
                     bytes,
                     group,
-                    stored: None,
+                    stored,
                 });
             }
             (conv.metadata, recipes, conv.warnings)

@@ -3,10 +3,9 @@
 //! one-line reason, no file under OUT's name). Byte-identity with llama.cpp is checked in
 //! `ggml-ref/tests/llama_quantize_bytes.rs`.
 
-#[path = "../src/pipeline/imatrix/files.rs"]
-mod imatrix_files;
-#[path = "../golden/tiny_llama.rs"]
-mod tiny_llama;
+mod model_cli;
+
+use model_cli::{imatrix_files, tiny_imatrix, tiny_llama};
 
 use quantforge::formats::gguf::{GgufBuilder, GgufFile, Value};
 use quantforge::kernels::GgmlType;
@@ -379,29 +378,6 @@ fn tiny_llama_template_is_what_the_committed_file_holds() {
 
 /// A GGUF imatrix for the tiny llama: every weight matrix but the embeddings, except those
 /// whose name contains one of `skip`; `edit` may change an entry's values.
-fn tiny_imatrix(path: &Path, skip: &[&str], edit: impl Fn(&str, &mut Vec<f32>)) {
-    let entries: Vec<(String, Vec<f32>, Vec<f32>)> = tiny_llama::TinyLlama::COMMITTED
-        .tensors()
-        .into_iter()
-        .filter(|(name, ne, _)| {
-            ne[1] > 1 && name != "token_embd.weight" && !skip.iter().any(|s| name.contains(s))
-        })
-        .map(|(name, ne, _)| {
-            let mut sums: Vec<f32> = (0..ne[0]).map(|i| (1 + i % 13) as f32).collect();
-            edit(&name, &mut sums);
-            (name, sums, vec![2.0])
-        })
-        .collect();
-    let entries: Vec<_> = entries
-        .iter()
-        .map(|(n, s, c)| (n.as_str(), s.as_slice(), c.as_slice()))
-        .collect();
-    imatrix_files::gguf_builder(&entries, &["calibration.txt"], 9, 512)
-        .unwrap()
-        .write(path)
-        .unwrap();
-}
-
 #[test]
 fn imatrix_weights_the_quantizers_and_is_recorded() {
     let dir = tempfile::tempdir().unwrap();

@@ -40,8 +40,9 @@ enum Command {
     Convert(convert::ConvertArgs),
     /// Write a copy of a GGUF with metadata values set or deleted.
     SetMeta(set_meta::SetMetaArgs),
-    /// Quantize a GGUF model to a llama.cpp file type (Q4_K_M, Q8_0, ...) as llama-quantize does.
-    Quantize(quantize::QuantizeArgs),
+    /// Quantize a GGUF model to a llama.cpp file type (Q4_K_M, Q8_0, ...) as llama-quantize does,
+    /// or to several in one pass.
+    Quantize(Box<quantize::QuantizeArgs>),
     /// Write every tensor of a GGUF or safetensors model widened to f32, f16 or bf16.
     Dequantize(dequantize::DequantizeArgs),
     /// Compare two models tensor by tensor: types, bytes, max abs error, RMSE.
@@ -76,7 +77,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Inspect(args) => inspect::run(args),
         Command::Convert(args) => convert::run(args),
         Command::SetMeta(args) => set_meta::run(args),
-        Command::Quantize(args) => quantize::run(args),
+        Command::Quantize(args) => quantize::run(*args),
         Command::Dequantize(args) => dequantize::run(args),
         Command::Diff(args) => diff::run(args),
     }

@@ -91,6 +91,18 @@ pub struct QuantizeArgs {
     /// Print the per-tensor plan and sizes; write nothing.
     #[arg(long)]
     dry_run: bool,
+    /// PRESET=FILE: also write the model quantized with PRESET to FILE (repeatable). All
+    /// outputs are made in one pass over the source: each tensor is read and widened
+    /// once and quantized for every output; each file is the one a run of its own writes.
+    #[arg(long = "out", value_name = "PRESET=FILE", conflicts_with = "types")]
+    outs: Vec<String>,
+    /// PRESET,PRESET,...: write one output per preset into --out-dir, named
+    /// `<stem>-<PRESET>.gguf` after the input's file or folder name, in one pass.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "out_dir")]
+    types: Vec<String>,
+    /// The folder --types writes to.
+    #[arg(long, value_name = "DIR", requires = "types")]
+    out_dir: Option<PathBuf>,
     /// Rename the finished output into place without waiting for the disk (no fsync).
     /// A crash of quantforge still never leaves a partial file under OUT, but after a power
     /// cut or a crash of the system OUT may hold data that never reached the disk: for
@@ -123,6 +135,18 @@ impl QuantizeArgs {
     /// count); the output then takes llama-quantize's default name. Afterwards `output`
     /// is set.
     fn resolve_positionals(&mut self) -> Result<()> {
+        if self.many() {
+            if self.output.is_some() || self.positional_type.is_some() || self.ty.is_some() {
+                bail!(
+                    "give the outputs either as --out PRESET=FILE / --types with --out-dir, \
+                     or as OUT and TYPE, not both"
+                );
+            }
+            if let Some(n) = self.positional_threads {
+                bail!("unexpected argument {n}");
+            }
+            return Ok(());
+        }
         let second_is_type = self.ty.is_none()
             && self
                 .output
@@ -155,10 +179,73 @@ impl QuantizeArgs {
         Ok(())
     }
 
-    /// OUT, once [`QuantizeArgs::resolve_positionals`] has run.
-    fn output(&self) -> &Path {
-        self.output.as_deref().expect("resolved")
+    /// Whether the outputs are given by `--out` or `--types`.
+    fn many(&self) -> bool {
+        !self.outs.is_empty() || !self.types.is_empty()
     }
+
+    /// Every output: its preset and file (before a split layout makes it a prefix), in the
+    /// order given. Once [`QuantizeArgs::resolve_positionals`] has run.
+    fn targets(&self) -> Result<Vec<(Preset, PathBuf)>> {
+        let mut targets = Vec::new();
+        for out in &self.outs {
+            let (name, file) = out
+                .split_once('=')
+                .filter(|(n, f)| !n.is_empty() && !f.is_empty())
+                .with_context(|| format!("--out {out:?}: expected PRESET=FILE"))?;
+            targets.push((parse_preset(name)?, PathBuf::from(file)))
+        }
+        if let Some(dir) = &self.out_dir {
+            let stem = output_stem(&self.input);
+            for name in &self.types {
+                let preset = parse_preset(name)?;
+                targets.push((preset, dir.join(format!("{stem}-{}.gguf", preset.name))));
+            }
+        }
+        if targets.is_empty() {
+            let preset = target_preset(self)?;
+            let output = self.output.clone().expect("resolved");
+            targets.push((preset, output));
+        }
+        for (i, (_, a)) in targets.iter().enumerate() {
+            if targets[..i].iter().any(|(_, b)| b == a) {
+                bail!("two outputs go to {}", a.display());
+            }
+            if same_file(&self.input, a) {
+                bail!("input and output are the same file: {}", a.display());
+            }
+        }
+        Ok(targets)
+    }
+}
+
+/// The stem `--types` names outputs after: the input's file name without `.gguf` or
+/// `.safetensors` and without a split suffix (`-00001-of-00003`), or a folder's name.
+fn output_stem(input: &Path) -> String {
+    let named = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    let name = named(input)
+        .or_else(|| input.canonicalize().ok().and_then(|p| named(&p)))
+        .unwrap_or_else(|| "model".to_string());
+    let name = if input.is_dir() {
+        name.as_str()
+    } else {
+        name.strip_suffix(".gguf")
+            .or_else(|| name.strip_suffix(".safetensors"))
+            .unwrap_or(&name)
+    };
+    // A split set's part number: -NNNNN-of-NNNNN.
+    let b = name.as_bytes();
+    let split = b.len() >= 15
+        && b[b.len() - 15] == b'-'
+        && b[b.len() - 14..b.len() - 9].iter().all(u8::is_ascii_digit)
+        && &b[b.len() - 9..b.len() - 5] == b"-of-"
+        && b[b.len() - 5..].iter().all(u8::is_ascii_digit);
+    let name = if split {
+        &name[..name.len() - 15]
+    } else {
+        name
+    };
+    name.to_string()
 }
 
 /// The layers of `--prune-layers`, sorted and without duplicates.
@@ -211,12 +298,12 @@ impl ModelSource for Source {
 
 pub fn run(mut args: QuantizeArgs) -> Result<()> {
     args.resolve_positionals()?;
-    let preset = target_preset(&args)?;
+    let targets = args.targets()?;
     let threads = match (args.threads, args.positional_threads) {
         (Some(a), Some(b)) if a != b => bail!("--threads {a} and NTHREADS {b} disagree"),
         (a, b) => a.or(b).unwrap_or(0),
     };
-    let mut options = Options::new(preset);
+    let mut options = Options::new(targets[0].0);
     options.allow_requantize = args.allow_requantize;
     options.quantize_output_tensor = !args.leave_output_tensor;
     options.pure = args.pure;
@@ -286,18 +373,29 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     }
     let model_params = quantforge::pipeline::plan::ModelParams::from_gguf(&metadata)
         .with_context(|| format!("{}", args.input.display()))?;
-    let plan = plan(&model_params, &specs, &options)?;
+    let mut plans = Vec::with_capacity(targets.len());
+    for (preset, _) in &targets {
+        options.ftype = preset.ftype;
+        options.only_copy = preset.copy;
+        plans.push(plan(&model_params, &specs, &options)?);
+    }
+    let labels: Vec<&str> = if targets.len() > 1 {
+        targets.iter().map(|(p, _)| p.name).collect()
+    } else {
+        Vec::new()
+    };
 
     if args.dry_run {
-        print_plan(&plan);
+        for (k, plan) in plans.iter().enumerate() {
+            if let Some(label) = labels.get(k) {
+                println!("{label} -> {}", targets[k].1.display());
+            }
+            print_plan(plan);
+        }
         return Ok(());
     }
-    plan.check_runnable()?;
-    if same_file(&args.input, args.output()) {
-        bail!(
-            "input and output are the same file: {}",
-            args.input.display()
-        );
+    for plan in &plans {
+        plan.check_runnable()?;
     }
     let layout = if args.keep_split {
         OutputLayout::KeepSplit
@@ -311,10 +409,13 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     } else {
         OutputLayout::Single
     };
-    let output = match layout {
-        OutputLayout::Single => args.output().to_path_buf(),
-        _ => super::convert::split_prefix(args.output()),
-    };
+    let outputs: Vec<PathBuf> = targets
+        .iter()
+        .map(|(_, path)| match layout {
+            OutputLayout::Single => path.clone(),
+            _ => super::convert::split_prefix(path),
+        })
+        .collect();
     let run_options = RunOptions {
         threads,
         kv_overrides,
@@ -326,12 +427,17 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
             Durability::Synced
         },
     };
-    let mut reporter = Reporter::new(&plan, ProgressMode::choose(args.quiet));
-    let summary = run::run(&model, &plan, &output, &run_options, |p| {
+    let run_targets: Vec<run::Target<'_>> = plans
+        .iter()
+        .zip(&outputs)
+        .map(|(plan, output)| run::Target { plan, output })
+        .collect();
+    let mut reporter = Reporter::new(&plans, &labels, ProgressMode::choose(args.quiet));
+    let summaries = run::run_many(&model, &run_targets, &run_options, |p| {
         reporter.tensor_done(p)
     })
     .with_context(|| format!("quantizing {}", args.input.display()))?;
-    reporter.finish(&summary, options.has_imatrix);
+    reporter.finish(&summaries, options.has_imatrix);
     Ok(())
 }
 
@@ -392,6 +498,11 @@ fn target_preset(args: &QuantizeArgs) -> Result<Preset> {
         (Some(a), _) | (None, Some(a)) => a,
         (None, None) => bail!("no target type: give --type TYPE (e.g. --type Q4_K_M)"),
     };
+    parse_preset(name)
+}
+
+/// A preset by any of llama-quantize's names for it.
+fn parse_preset(name: &str) -> Result<Preset> {
     Preset::parse(name).with_context(|| {
         format!(
             "unknown type {name:?}; presets: {}",

@@ -4,6 +4,11 @@
 //! the kernels directly (the tests' independent reference).
 #![allow(dead_code)] // each test binary uses its own subset
 
+#[path = "../../src/pipeline/imatrix/files.rs"]
+pub mod imatrix_files;
+#[path = "../../golden/tiny_llama.rs"]
+pub mod tiny_llama;
+
 use quantforge::formats::gguf::GgufFile;
 use quantforge::kernels::{GgmlType, dequantize};
 use std::path::{Path, PathBuf};
@@ -87,4 +92,30 @@ pub fn tensor_f32(file: &GgufFile, name: &str) -> Vec<f32> {
 /// Bit patterns, so that comparisons are exact (and NaN equals NaN).
 pub fn bits(values: &[f32]) -> Vec<u32> {
     values.iter().map(|v| v.to_bits()).collect()
+}
+
+/// Writes a GGUF importance matrix for the committed tiny llama to `path`: an entry for
+/// every 2-D tensor but the token embeddings and those whose name contains one of `skip`,
+/// with sums `1 + i % 13` (changed by `edit`) and a count of 2.
+pub fn tiny_imatrix(path: &Path, skip: &[&str], edit: impl Fn(&str, &mut Vec<f32>)) {
+    let entries: Vec<(String, Vec<f32>, Vec<f32>)> = tiny_llama::TinyLlama::COMMITTED
+        .tensors()
+        .into_iter()
+        .filter(|(name, ne, _)| {
+            ne[1] > 1 && name != "token_embd.weight" && !skip.iter().any(|s| name.contains(s))
+        })
+        .map(|(name, ne, _)| {
+            let mut sums: Vec<f32> = (0..ne[0]).map(|i| (1 + i % 13) as f32).collect();
+            edit(&name, &mut sums);
+            (name, sums, vec![2.0])
+        })
+        .collect();
+    let entries: Vec<_> = entries
+        .iter()
+        .map(|(n, s, c)| (n.as_str(), s.as_slice(), c.as_slice()))
+        .collect();
+    imatrix_files::gguf_builder(&entries, &["calibration.txt"], 9, 512)
+        .unwrap()
+        .write(path)
+        .unwrap();
 }

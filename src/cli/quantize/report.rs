@@ -197,21 +197,31 @@ impl Tally {
     }
 }
 
-/// Shows progress as tensors are written and gathers the summary.
+/// Shows progress as tensors are written and gathers the summaries, of one output or of
+/// several written in one pass.
 pub(super) struct Reporter<'p> {
-    plan: &'p Plan,
+    plans: &'p [Plan],
+    /// Each output's name in progress lines, when there are several (else empty).
+    labels: &'p [&'p str],
     mode: ProgressMode,
     bar: Option<ProgressBar>,
-    tally: Tally,
+    tallies: Vec<Tally>,
+    /// Tensors done, over all outputs.
+    done: usize,
 }
 
 impl<'p> Reporter<'p> {
-    /// A reporter for `plan`; the bar (in [`ProgressMode::Bar`]) counts source bytes.
-    pub(super) fn new(plan: &'p Plan, mode: ProgressMode) -> Reporter<'p> {
+    /// A reporter for `plans` (`labels` naming each when there are several); the bar (in
+    /// [`ProgressMode::Bar`]) counts source bytes, once per output.
+    pub(super) fn new(
+        plans: &'p [Plan],
+        labels: &'p [&'p str],
+        mode: ProgressMode,
+    ) -> Reporter<'p> {
         let bar = (mode == ProgressMode::Bar).then(|| {
-            let total = plan
-                .tensors
+            let total = plans
                 .iter()
+                .flat_map(|p| &p.tensors)
                 .map(|t| t.bytes_as(t.source).unwrap_or(0))
                 .sum();
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
@@ -222,49 +232,76 @@ impl<'p> Reporter<'p> {
             ) {
                 bar.set_style(style);
             }
-            Self::show(&bar, plan, 0);
+            bar.set_prefix(format!("0/{} tensors", total_tensors(plans)));
+            if let Some(t) = plans.first().and_then(|p| p.tensors.first()) {
+                bar.set_message(t.name.clone());
+            }
             bar.enable_steady_tick(Duration::from_millis(100));
             bar
         });
         Reporter {
-            plan,
+            plans,
+            labels,
             mode,
             bar,
-            tally: Tally::default(),
+            tallies: plans.iter().map(|_| Tally::default()).collect(),
+            done: 0,
         }
-    }
-
-    /// Tensors done (always in view) and the one in progress (cut to the terminal width).
-    fn show(bar: &ProgressBar, plan: &Plan, done: usize) {
-        bar.set_prefix(format!("{done}/{} tensors", plan.tensors.len()));
-        bar.set_message(
-            plan.tensors
-                .get(done)
-                .map_or("", |t| t.name.as_str())
-                .to_string(),
-        );
     }
 
     /// One tensor written.
     pub(super) fn tensor_done(&mut self, p: &Progress<'_>) {
-        self.tally.add(p);
+        self.tallies[p.output].add(p);
+        self.done += 1;
+        let label = self.labels.get(p.output);
         match (&self.bar, self.mode) {
             (Some(bar), _) => {
                 bar.inc(p.bytes_in);
-                Self::show(bar, self.plan, p.done);
+                // Tensors done (always in view) and the output's next one (cut to the
+                // terminal width).
+                bar.set_prefix(format!(
+                    "{}/{} tensors",
+                    self.done,
+                    total_tensors(self.plans)
+                ));
+                let next = self.plans[p.output]
+                    .tensors
+                    .get(p.done)
+                    .map_or("", |t| t.name.as_str());
+                bar.set_message(match label {
+                    Some(label) => format!("{label} {next}"),
+                    None => next.to_string(),
+                });
             }
-            (None, ProgressMode::Lines) => println!("{}", progress_line(p)),
+            (None, ProgressMode::Lines) => match label {
+                Some(label) => println!("{label}: {}", progress_line(p)),
+                None => println!("{}", progress_line(p)),
+            },
             (None, _) => {}
         }
     }
 
-    /// Clears the bar and prints the summary table on standard output.
-    pub(super) fn finish(self, summary: &Summary, imatrix: bool) {
+    /// Clears the bar and prints each output's summary table on standard output.
+    pub(super) fn finish(self, summaries: &[Summary], imatrix: bool) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
-        print!("{}", self.tally.table(summary, imatrix));
+        for (tally, summary) in self.tallies.iter().zip(summaries) {
+            print!("{}", tally.table(summary, imatrix));
+        }
+        if let [first, _, ..] = summaries {
+            println!(
+                "{} outputs in one pass: {:.2} s",
+                summaries.len(),
+                first.seconds
+            );
+        }
     }
+}
+
+/// Tensors of every plan.
+fn total_tensors(plans: &[Plan]) -> usize {
+    plans.iter().map(|p| p.tensors.len()).sum()
 }
 
 impl Drop for Reporter<'_> {
@@ -328,6 +365,7 @@ mod tests {
         imatrix: Option<ImatrixUse>,
     ) -> Progress<'a> {
         Progress {
+            output: 0,
             done,
             total: 4,
             tensor: t,
@@ -432,15 +470,17 @@ imatrix: 2 of 3 converted tensors weighted; none for blk.0.attn_k.weight
         )
         .unwrap();
         // Standard error is not a terminal under the test harness: the bar draws nothing.
-        let mut r = Reporter::new(&plan, ProgressMode::Bar);
+        let plans = [plan];
+        let mut r = Reporter::new(&plans, &[], ProgressMode::Bar);
         let bar = r.bar.clone().expect("a bar");
         assert_eq!(bar.length(), Some(2048 + 1024));
         assert_eq!(bar.prefix(), "0/2 tensors");
         assert_eq!(bar.message(), "blk.0.attn_norm.weight");
         r.tensor_done(&Progress {
+            output: 0,
             done: 1,
             total: 2,
-            tensor: &plan.tensors[0],
+            tensor: &plans[0].tensors[0],
             bytes_in: 1024,
             bytes_out: 1024,
             imatrix: None,
@@ -448,6 +488,6 @@ imatrix: 2 of 3 converted tensors weighted; none for blk.0.attn_k.weight
         assert_eq!(bar.position(), 1024);
         assert_eq!(bar.prefix(), "1/2 tensors");
         assert_eq!(bar.message(), "blk.0.attn_v.weight");
-        assert_eq!(r.tally.pairs.len(), 1);
+        assert_eq!(r.tallies[0].pairs.len(), 1);
     }
 }

@@ -1,7 +1,8 @@
 //! The converting side of a run: a batch's pieces cut into tasks of whole rows (or of
 //! bytes, for a copied tensor), run on the current rayon pool straight into the batch's
-//! slab; each task widens its rows to f32 and quantizes them, each run of rows of one
-//! expert with that expert's importance values.
+//! slabs, one per output; each task widens its rows to f32 once and quantizes them for
+//! every output that converts them, each run of rows of one expert with that expert's
+//! importance values.
 
 use super::RunError;
 use super::schedule::{Extent, RowSizes, group_bytes, row_sizes, task_rows};
@@ -16,7 +17,7 @@ use rayon::prelude::*;
 impl Job<'_, '_> {
     /// Lets the source pages of the pieces in batch `b` leave the resident set.
     pub(super) fn release(&self, b: usize) -> Result<(), RunError> {
-        for p in &self.pieces[self.batches[b].clone()] {
+        for p in self.batch_pieces(0, b) {
             if !p.src.is_empty() {
                 self.sources[p.tensor].release(p.src.clone())?;
             }
@@ -26,7 +27,7 @@ impl Job<'_, '_> {
 
     /// Asks for the source pages of the pieces in batch `b`.
     pub(super) fn prefetch(&self, b: usize) -> Result<(), RunError> {
-        for p in &self.pieces[self.batches[b].clone()] {
+        for p in self.batch_pieces(0, b) {
             if !p.src.is_empty() {
                 self.sources[p.tensor].prefetch(p.src.clone())?;
             }
@@ -34,70 +35,36 @@ impl Job<'_, '_> {
         Ok(())
     }
 
-    /// Converts (or copies) the pieces of batch `b` into `slab` (as large as the largest
-    /// batch needs), their rows spread over the pool in tasks of about
-    /// [`crate::slab::TASK_ELEMENTS`];
-    /// beside them, releases the source pages of the batch converted `before` and asks
-    /// for those of the `next` one.
+    /// Converts (or copies) the pieces of batch `b` into `slabs` (one per output, each as
+    /// large as the output's largest batch needs), their rows spread over the pool in
+    /// tasks of about [`crate::slab::TASK_ELEMENTS`]; beside them, releases the source
+    /// pages of the batch converted `before` and asks for those of the `next` one.
     pub(super) fn fill(
         &self,
         b: usize,
-        mut slab: AlignedBuffer,
+        mut slabs: Vec<AlignedBuffer>,
         before: Option<usize>,
         next: Option<usize>,
-    ) -> Result<Filled, RunError> {
-        let pieces = &self.pieces[self.batches[b].clone()];
-        let first = &pieces[0];
-        let Extent { skip, len } = self.extent(b);
-        let at = first.at;
+    ) -> Result<Vec<Filled>, RunError> {
+        let extents: Vec<Extent> = (0..slabs.len()).map(|k| self.extent(k, b)).collect();
+        // Each output's slab, as the pieces' outputs and padding still to be handed out.
+        let mut rest: Vec<&mut [u8]> = slabs
+            .iter_mut()
+            .zip(&extents)
+            .map(|(slab, e)| &mut slab.as_mut_slice()[e.skip..e.skip + e.len])
+            .collect();
         let mut tasks: Vec<Task<'_, '_>> = Vec::new();
-        let mut rest = &mut slab.as_mut_slice()[skip..skip + len];
-        for p in pieces {
-            let (out, more) = std::mem::take(&mut rest).split_at_mut(p.out_len);
-            let (pad, more) = more.split_at_mut(p.pad);
-            pad.fill(0);
-            rest = more;
-            let t = &self.plan.tensors[p.tensor];
-            let src = self.sources[p.tensor].bytes(p.src.clone())?;
-            match row_sizes(t, self.sources[p.tensor])? {
-                Some(RowSizes {
-                    src: src_row,
-                    dst: dst_row,
-                }) => {
-                    let group = self.sources[p.tensor].row_group();
-                    let task_rows = task_rows(t, group);
-                    let first_row = p.src.start / src_row;
-                    let mut out = out;
-                    for (k, x) in src.chunks(task_rows * src_row).enumerate() {
-                        let (y, more) =
-                            std::mem::take(&mut out).split_at_mut(x.len() / src_row * dst_row);
-                        out = more;
-                        tasks.push(Task::Convert {
-                            tensor: p.tensor,
-                            x,
-                            first_row: first_row + k * task_rows,
-                            y,
-                        });
-                    }
-                }
-                None if p.out_len > 0 => {
-                    let group = self.sources[p.tensor].row_group();
-                    let len = self.sources[p.tensor].len();
-                    let chunk = if group > 1 {
-                        COPY_TASK_BYTES.next_multiple_of(group_bytes(t, len, group))
-                    } else {
-                        COPY_TASK_BYTES
-                    };
-                    for (x, y) in src.chunks(chunk).zip(out.chunks_mut(chunk)) {
-                        tasks.push(Task::Copy {
-                            tensor: p.tensor,
-                            x,
-                            y,
-                        });
-                    }
-                }
-                None => {}
+        for j in self.batches[b].clone() {
+            let mut outs: Vec<&mut [u8]> = Vec::with_capacity(rest.len());
+            for (k, rest) in rest.iter_mut().enumerate() {
+                let p = &self.pieces[k][j];
+                let (out, more) = std::mem::take(rest).split_at_mut(p.out_len);
+                let (pad, more) = more.split_at_mut(p.pad);
+                pad.fill(0);
+                *rest = more;
+                outs.push(out);
             }
+            self.piece_tasks(j, outs, &mut tasks)?;
         }
         let (kept, converted) = rayon::join(
             || -> Result<(), RunError> {
@@ -110,86 +77,161 @@ impl Job<'_, '_> {
                 }
             },
             || {
-                tasks.into_par_iter().try_for_each(|task| match task {
-                    Task::Copy { tensor, x, y } => {
-                        let source = self.sources[tensor];
-                        if source.row_group() > 1 {
-                            let rows: u64 = self.plan.tensors[tensor].ne[1..].iter().product();
-                            let row_bytes = source.len() / rows.max(1) as usize;
-                            let mut buf = REORDERED.take();
-                            source.reorder_groups(x, row_bytes, &mut buf);
-                            y.copy_from_slice(&buf);
-                            REORDERED.set(buf);
-                        } else {
-                            y.copy_from_slice(x);
-                        }
-                        Ok(())
-                    }
-                    Task::Convert {
-                        tensor,
-                        x,
-                        first_row,
-                        y,
-                    } => {
-                        let t = &self.plan.tensors[tensor];
-                        let n = y.len() / t.target.type_size() * t.target.block_size();
-                        let mut f32s = SCRATCH.take();
-                        f32s.resize(n, 0.0);
-                        let source = self.sources[tensor];
-                        let done = if source.row_group() > 1 {
-                            let rows =
-                                y.len() / t.target.row_size(t.ne[0] as usize).unwrap_or(1).max(1);
-                            let mut buf = REORDERED.take();
-                            source.reorder_groups(x, x.len() / rows.max(1), &mut buf);
-                            let done = convert_rows(
-                                t,
-                                source,
-                                &buf,
-                                &mut f32s[..n],
-                                first_row,
-                                self.weights[tensor],
-                                y,
-                            );
-                            REORDERED.set(buf);
-                            done
-                        } else {
-                            convert_rows(
-                                t,
-                                source,
-                                x,
-                                &mut f32s[..n],
-                                first_row,
-                                self.weights[tensor],
-                                y,
-                            )
-                        };
-                        SCRATCH.set(f32s);
-                        done
-                    }
-                })
+                tasks
+                    .into_par_iter()
+                    .try_for_each(|task| self.run_task(task))
             },
         );
         kept?;
         converted?;
-        Ok(Filled {
-            batch: Some(b),
-            slab,
-            skip,
-            len,
-            part: first.part,
-            at,
-        })
+        Ok(slabs
+            .into_iter()
+            .zip(extents)
+            .enumerate()
+            .map(|(k, (slab, Extent { skip, len }))| {
+                let first = &self.batch_pieces(k, b)[0];
+                Filled {
+                    batch: Some(b),
+                    output: k,
+                    slab,
+                    skip,
+                    len,
+                    part: first.part,
+                    at: first.at,
+                }
+            })
+            .collect())
+    }
+
+    /// The tasks of the `j`-th piece of every output, whose output bytes are `outs`
+    /// (one per output): rows widened once and quantized for each output that converts
+    /// them, and bytes copied for each that copies them.
+    fn piece_tasks<'o>(
+        &'o self,
+        j: usize,
+        outs: Vec<&'o mut [u8]>,
+        tasks: &mut Vec<Task<'o, 'o>>,
+    ) -> Result<(), RunError> {
+        let piece = &self.pieces[0][j];
+        let tensor = piece.tensor;
+        let source = self.sources[tensor];
+        let src = source.bytes(piece.src.clone())?;
+        let group = source.row_group();
+        let mut rows = Vec::with_capacity(outs.len());
+        for plan in self.plans {
+            rows.push(row_sizes(&plan.tensors[tensor], source)?);
+        }
+        let converting = rows.iter().flatten().next().copied();
+        let (mut converted, mut copied): (Vec<_>, Vec<_>) = outs
+            .into_iter()
+            .enumerate()
+            .filter(|(_, out)| !out.is_empty())
+            .partition(|(k, _)| rows[*k].is_some());
+        if let Some(RowSizes { src: src_row, .. }) = converting {
+            let t = &self.plans[0].tensors[tensor];
+            let task_rows = task_rows(t, group);
+            let first_row = piece.src.start / src_row;
+            for (n, x) in src.chunks(task_rows * src_row).enumerate() {
+                let task_row_count = x.len() / src_row;
+                let mut ys = Vec::with_capacity(converted.len());
+                for (k, out) in &mut converted {
+                    let dst_row = rows[*k].map_or(0, |r| r.dst);
+                    let (y, more) = std::mem::take(out).split_at_mut(task_row_count * dst_row);
+                    *out = more;
+                    ys.push((*k, y));
+                }
+                for (_, out) in &mut copied {
+                    let (y, more) = std::mem::take(out).split_at_mut(x.len());
+                    *out = more;
+                    tasks.push(Task::Copy { tensor, x, y });
+                }
+                if !ys.is_empty() {
+                    tasks.push(Task::Convert {
+                        tensor,
+                        x,
+                        rows: task_row_count,
+                        first_row: first_row + n * task_rows,
+                        ys,
+                    });
+                }
+            }
+            return Ok(());
+        }
+        let chunk = if group > 1 {
+            let t = &self.plans[0].tensors[tensor];
+            COPY_TASK_BYTES.next_multiple_of(group_bytes(t, source.len(), group))
+        } else {
+            COPY_TASK_BYTES
+        };
+        for (_, out) in copied {
+            for (x, y) in src.chunks(chunk).zip(out.chunks_mut(chunk)) {
+                tasks.push(Task::Copy { tensor, x, y });
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one task of [`Job::fill`].
+    fn run_task(&self, task: Task<'_, '_>) -> Result<(), RunError> {
+        match task {
+            Task::Copy { tensor, x, y } => {
+                let source = self.sources[tensor];
+                if source.row_group() > 1 {
+                    let rows: u64 = self.plans[0].tensors[tensor].ne[1..].iter().product();
+                    let row_bytes = source.len() / rows.max(1) as usize;
+                    let mut buf = REORDERED.take();
+                    source.reorder_groups(x, row_bytes, &mut buf);
+                    y.copy_from_slice(&buf);
+                    REORDERED.set(buf);
+                } else {
+                    y.copy_from_slice(x);
+                }
+                Ok(())
+            }
+            Task::Convert {
+                tensor,
+                x,
+                rows,
+                first_row,
+                ys,
+            } => {
+                let t = &self.plans[0].tensors[tensor];
+                let n = rows * t.ne[0] as usize;
+                let mut f32s = SCRATCH.take();
+                f32s.resize(n, 0.0);
+                let source = self.sources[tensor];
+                let widened = if source.row_group() > 1 {
+                    let mut buf = REORDERED.take();
+                    source.reorder_groups(x, x.len() / rows.max(1), &mut buf);
+                    let done = widen_rows(t, source, &buf, first_row, &mut f32s[..n]);
+                    REORDERED.set(buf);
+                    done
+                } else {
+                    widen_rows(t, source, x, first_row, &mut f32s[..n])
+                };
+                let done = widened.and_then(|()| {
+                    ys.into_iter().try_for_each(|(k, y)| {
+                        let t = &self.plans[k].tensors[tensor];
+                        quantize_rows(t, &f32s[..n], first_row, self.weights[k][tensor], y)
+                    })
+                });
+                SCRATCH.set(f32s);
+                done
+            }
+        }
     }
 }
 
 /// One parallel task of [`Job::fill`].
 enum Task<'s, 'o> {
-    /// Rows of a converted tensor, from row `first_row` on.
+    /// `rows` rows of a converted tensor, from row `first_row` on, and where each output
+    /// that converts it puts them.
     Convert {
         tensor: usize,
         x: &'s [u8],
+        rows: usize,
         first_row: usize,
-        y: &'o mut [u8],
+        ys: Vec<(usize, &'o mut [u8])>,
     },
     /// Bytes of a copied tensor (whole row groups of one read in interleaved groups).
     Copy {
@@ -229,28 +271,34 @@ thread_local! {
     static REORDERED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
-/// Widens the source rows `x` of `t` into `f32s` and quantizes them into `y`; the rows
-/// start at row `first_row` of the tensor.
-#[allow(clippy::too_many_arguments)]
-fn convert_rows(
+/// Widens the source rows `x` of `t`, from row `first_row` of the tensor on, into `f32s`.
+fn widen_rows(
     t: &TensorPlan,
     source: &Tensor<'_>,
     x: &[u8],
+    first_row: usize,
     f32s: &mut [f32],
+) -> Result<(), RunError> {
+    if source.stored_row_bytes().is_some() {
+        source.widen_stored(x, first_row, f32s)?;
+    } else {
+        quantforge_kernels::dequantize(t.source, x, f32s).map_err(|cause| RunError::Codec {
+            tensor: t.name.clone(),
+            cause,
+        })?;
+    }
+    Ok(())
+}
+
+/// Quantizes the f32 rows `f32s` of `t`, from row `first_row` of the tensor on, into `y`.
+fn quantize_rows(
+    t: &TensorPlan,
+    f32s: &[f32],
     first_row: usize,
     weights: Option<&[f32]>,
     y: &mut [u8],
 ) -> Result<(), RunError> {
-    let codec_error = |cause| RunError::Codec {
-        tensor: t.name.clone(),
-        cause,
-    };
     let n_per_row = t.ne[0] as usize;
-    if source.stored_row_bytes().is_some() {
-        source.widen_stored(x, first_row, f32s)?;
-    } else {
-        quantforge_kernels::dequantize(t.source, x, f32s).map_err(codec_error)?;
-    }
     quantize_by_expert(t, f32s, first_row, weights, y).map_err(|e| match e.cause {
         quantforge_kernels::Error::NonFinite { index, value } => {
             let index = (first_row * n_per_row + e.at + index) as u64;
@@ -262,7 +310,10 @@ fn convert_rows(
                 column: index % n_per_row as u64,
             }
         }
-        other => codec_error(other),
+        other => RunError::Codec {
+            tensor: t.name.clone(),
+            cause: other,
+        },
     })
 }
 

@@ -204,6 +204,16 @@ pub fn tensor_specs(model: &impl ModelSource) -> Result<Vec<TensorSpec>, RunErro
         .collect())
 }
 
+/// One output of a run: the plan it follows and where it goes (with a split layout, the
+/// prefix of its parts).
+#[derive(Clone, Copy, Debug)]
+pub struct Target<'a> {
+    /// The plan.
+    pub plan: &'a Plan,
+    /// The output file, or the prefix of its parts.
+    pub output: &'a Path,
+}
+
 /// Writes the quantized model to `output` (atomically: nothing appears under that name
 /// unless the whole file was written), calling `progress` after each tensor.
 pub fn run(
@@ -211,32 +221,69 @@ pub fn run(
     plan: &Plan,
     output: &Path,
     options: &RunOptions,
-    mut progress: impl FnMut(&Progress<'_>) + Send,
+    progress: impl FnMut(&Progress<'_>) + Send,
 ) -> Result<Summary, RunError> {
+    let mut summaries = run_many(model, &[Target { plan, output }], options, progress)?;
+    Ok(summaries.remove(0))
+}
+
+/// Writes several quantizations of one model in one pass, one per target: each source
+/// tensor is read and widened to f32 once and quantized for every output that converts
+/// it, and each output is the file [`run`] writes for its plan, byte for byte. The plans
+/// must list the same tensors in the same order (plans of one model made with the same
+/// options but the preset). No output takes its name unless every output was written;
+/// `progress` is called after each tensor of each output.
+pub fn run_many(
+    model: &impl ModelSource,
+    targets: &[Target<'_>],
+    options: &RunOptions,
+    mut progress: impl FnMut(&Progress<'_>) + Send,
+) -> Result<Vec<Summary>, RunError> {
     let start = Instant::now();
     let tensors = model.tensors()?;
-    for t in &plan.tensors {
-        let fits = tensors
-            .get(t.input_index)
-            .is_some_and(|v| v.name() == t.source_name && v.gguf_dims().ty == t.source);
-        if !fits {
-            return Err(RunError::PlanMismatch(format!(
-                "tensor #{} is not {} of type {}",
-                t.input_index, t.source_name, t.source
-            )));
+    let plans: Vec<&Plan> = targets.iter().map(|t| t.plan).collect();
+    let Some(first) = plans.first() else {
+        return Ok(Vec::new());
+    };
+    for plan in &plans {
+        let same_tensors = plan.tensors.len() == first.tensors.len()
+            && plan
+                .tensors
+                .iter()
+                .zip(&first.tensors)
+                .all(|(a, b)| a.input_index == b.input_index);
+        if !same_tensors {
+            return Err(RunError::PlanMismatch(
+                "the outputs' plans list different tensors or orders".to_string(),
+            ));
         }
-        check_convertible(t)?;
+        for t in &plan.tensors {
+            let fits = tensors
+                .get(t.input_index)
+                .is_some_and(|v| v.name() == t.source_name && v.gguf_dims().ty == t.source);
+            if !fits {
+                return Err(RunError::PlanMismatch(format!(
+                    "tensor #{} is not {} of type {}",
+                    t.input_index, t.source_name, t.source
+                )));
+            }
+            check_convertible(t)?;
+        }
     }
     let imatrix = options.imatrix.as_ref();
     if let Some(m) = imatrix {
         m.check_finite()?;
     }
-    let uses = plan
-        .tensors
+    let uses = plans
         .iter()
-        .map(|t| match imatrix {
-            Some(m) if t.converts() => m.use_for(t).map(Some),
-            _ => Ok(None),
+        .map(|plan| {
+            plan.tensors
+                .iter()
+                .map(|t| match imatrix {
+                    Some(m) if t.converts() => m.use_for(t).map(Some),
+                    _ => Ok(None),
+                })
+                .collect::<Result<Vec<_>, _>>()
         })
         .collect::<Result<Vec<_>, _>>()?;
     let pool = rayon::ThreadPoolBuilder::new()
@@ -247,49 +294,62 @@ pub fn run(
             cause,
         })?;
 
-    let metadata = model.gguf_metadata()?;
-    let header = output_header(&metadata, plan, &options.kv_overrides)?;
-    let parts = output_parts(header, plan, output, options.layout)?;
-    let sources: Vec<&Tensor<'_>> = plan
+    let sources: Vec<&Tensor<'_>> = first
         .tensors
         .iter()
         .map(|t| &tensors[t.input_index])
         .collect();
-    let weights: Vec<Option<&[f32]>> = plan
-        .tensors
+    let weights: Vec<Vec<Option<&[f32]>>> = plans
         .iter()
         .zip(&uses)
-        .map(|(t, u)| match (imatrix, u) {
-            (Some(m), Some(ImatrixUse::Used)) => m.get(&t.source_name),
-            _ => None,
+        .map(|(plan, uses)| {
+            plan.tensors
+                .iter()
+                .zip(uses)
+                .map(|(t, u)| match (imatrix, u) {
+                    (Some(m), Some(ImatrixUse::Used)) => m.get(&t.source_name),
+                    _ => None,
+                })
+                .collect()
         })
         .collect();
     // Every file is created, its size reserved and its header written before any tensor
-    // is converted: a disk without room fails at once.
+    // is converted: a disk without room fails at once. One output's header (a copy of the
+    // source's metadata) is built at a time.
+    let metadata = model.gguf_metadata()?;
+    let mut outputs = Outputs::default();
+    for target in targets {
+        let header = output_header(&metadata, target.plan, &options.kv_overrides)?;
+        let parts = output_parts(header, target.plan, target.output, options.layout)?;
+        outputs.add(&parts, options.durability)?;
+    }
+    drop(metadata);
     let Outputs {
         mut files,
+        owners,
         headers,
         places,
-    } = Outputs::create(&parts, options.durability)?;
-    if places.len() != plan.tensors.len() {
+    } = outputs;
+    if places.iter().any(|p| p.len() != first.tensors.len()) {
         return Err(RunError::PlanMismatch(
             "the output files hold a different number of tensors than the plan".to_string(),
         ));
     }
-    let pieces = schedule::pieces(plan, &sources, &places)?;
+    let pieces = schedule::pieces(&plans, &sources, &places)?;
     let batches = schedule::batches(&pieces);
     let job = Job {
-        plan,
+        plans: &plans,
         sources: &sources,
         weights: &weights,
         pieces: &pieces,
         batches: &batches,
     };
-    let mut tracker = Tracker::new(plan, &uses, &weights, &pieces, &mut progress);
+    let mut tracker = Tracker::new(&plans, &uses, &weights, &pieces, &mut progress);
     pool.install(|| job.write_all(&mut files, headers, &mut tracker))?;
-    let mut summary = tracker.into_summary();
+    let mut summaries = tracker.into_summaries();
     // Only once every file is complete does any take its name.
-    for file in files {
+    for (file, k) in files.into_iter().zip(owners) {
+        let summary = &mut summaries[k];
         summary.file_size += file.len();
         summary.files.push(file.path().to_path_buf());
         let path = file.path().to_path_buf();
@@ -299,6 +359,9 @@ pub fn run(
             cause,
         })?;
     }
-    summary.seconds = start.elapsed().as_secs_f64();
-    Ok(summary)
+    let seconds = start.elapsed().as_secs_f64();
+    for summary in &mut summaries {
+        summary.seconds = seconds;
+    }
+    Ok(summaries)
 }

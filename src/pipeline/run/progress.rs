@@ -9,9 +9,11 @@ use crate::pipeline::plan::{Plan, TensorPlan};
 /// One tensor done, for progress reports.
 #[derive(Debug)]
 pub struct Progress<'a> {
-    /// Tensors done so far, this one included.
+    /// The output it was written to (its index among the run's targets).
+    pub output: usize,
+    /// Tensors of that output done so far, this one included.
     pub done: usize,
-    /// Tensors in the plan.
+    /// Tensors in the output's plan.
     pub total: usize,
     /// The tensor just written.
     pub tensor: &'a TensorPlan,
@@ -23,8 +25,8 @@ pub struct Progress<'a> {
     pub imatrix: Option<ImatrixUse>,
 }
 
-/// The tensors written so far: the summary and the progress calls.
-pub(super) struct Tracker<'a, 'p> {
+/// One output's tensors written so far.
+struct Tally<'a> {
     plan: &'a Plan,
     uses: &'a [Option<ImatrixUse>],
     weighted: &'a [Option<&'a [f32]>],
@@ -33,61 +35,79 @@ pub(super) struct Tracker<'a, 'p> {
     /// Output bytes of each tensor so far.
     bytes_out: Vec<u64>,
     summary: Summary,
+}
+
+/// The tensors written so far, for each output: the summaries and the progress calls.
+pub(super) struct Tracker<'a, 'p> {
+    outputs: Vec<Tally<'a>>,
     progress: &'p mut (dyn FnMut(&Progress<'_>) + Send),
 }
 
 impl<'a, 'p> Tracker<'a, 'p> {
-    /// Nothing written yet of `pieces` (every piece of every tensor of `plan`).
+    /// Nothing written yet of `pieces[k]` (every piece of every tensor of `plans[k]`),
+    /// for each output `k`; `uses[k]` and `weighted[k]` say how its tensors use the
+    /// importance matrix.
     pub(super) fn new(
-        plan: &'a Plan,
-        uses: &'a [Option<ImatrixUse>],
-        weighted: &'a [Option<&'a [f32]>],
-        pieces: &[Piece],
+        plans: &[&'a Plan],
+        uses: &'a [Vec<Option<ImatrixUse>>],
+        weighted: &'a [Vec<Option<&'a [f32]>>],
+        pieces: &[Vec<Piece>],
         progress: &'p mut (dyn FnMut(&Progress<'_>) + Send),
     ) -> Tracker<'a, 'p> {
-        let mut pieces_left = vec![0; plan.tensors.len()];
-        for p in pieces {
-            pieces_left[p.tensor] += 1;
-        }
-        Tracker {
-            plan,
-            uses,
-            weighted,
-            pieces_left,
-            bytes_out: vec![0; plan.tensors.len()],
-            summary: Summary::default(),
-            progress,
-        }
+        let outputs = plans
+            .iter()
+            .zip(uses)
+            .zip(weighted)
+            .zip(pieces)
+            .map(|(((plan, uses), weighted), pieces)| {
+                let mut pieces_left = vec![0; plan.tensors.len()];
+                for p in pieces {
+                    pieces_left[p.tensor] += 1;
+                }
+                Tally {
+                    plan,
+                    uses,
+                    weighted,
+                    pieces_left,
+                    bytes_out: vec![0; plan.tensors.len()],
+                    summary: Summary::default(),
+                }
+            })
+            .collect();
+        Tracker { outputs, progress }
     }
 
-    /// What was written, once everything was.
-    pub(super) fn into_summary(self) -> Summary {
-        self.summary
+    /// What was written to each output, once everything was.
+    pub(super) fn into_summaries(self) -> Vec<Summary> {
+        self.outputs.into_iter().map(|o| o.summary).collect()
     }
 
-    /// Counts `pieces` as written; reports each tensor whose last piece that was.
-    pub(super) fn written(&mut self, pieces: &[Piece]) {
+    /// Counts `pieces` of output `k` as written; reports each tensor whose last piece
+    /// that was.
+    pub(super) fn written(&mut self, k: usize, pieces: &[Piece]) {
+        let o = &mut self.outputs[k];
         for piece in pieces {
             let i = piece.tensor;
-            self.bytes_out[i] += piece.out_len as u64;
-            self.pieces_left[i] -= 1;
-            if self.pieces_left[i] > 0 {
+            o.bytes_out[i] += piece.out_len as u64;
+            o.pieces_left[i] -= 1;
+            if o.pieces_left[i] > 0 {
                 continue;
             }
-            let t = &self.plan.tensors[i];
+            let t = &o.plan.tensors[i];
             let bytes_in = piece.src.end as u64;
-            self.summary.tensors += 1;
-            self.summary.converted += usize::from(t.converts());
-            self.summary.imatrix_used += usize::from(self.weighted[i].is_some());
-            self.summary.bytes_in += bytes_in;
-            self.summary.bytes_out += self.bytes_out[i];
+            o.summary.tensors += 1;
+            o.summary.converted += usize::from(t.converts());
+            o.summary.imatrix_used += usize::from(o.weighted[i].is_some());
+            o.summary.bytes_in += bytes_in;
+            o.summary.bytes_out += o.bytes_out[i];
             (self.progress)(&Progress {
-                done: self.summary.tensors,
-                total: self.plan.tensors.len(),
+                output: k,
+                done: o.summary.tensors,
+                total: o.plan.tensors.len(),
                 tensor: t,
                 bytes_in,
-                bytes_out: self.bytes_out[i],
-                imatrix: self.uses[i],
+                bytes_out: o.bytes_out[i],
+                imatrix: o.uses[i],
             });
         }
     }

@@ -43,62 +43,81 @@ impl Piece {
 }
 
 /// Every tensor cut into pieces of at most [`SLAB_BYTES`] of source and of output (or
-/// one row, if a row is larger), in plan order, each placed in the output files; a tensor
-/// without data is one empty piece.
+/// one row, if a row is larger), in plan order, for each output: `places[k]` is where
+/// output `k` puts each tensor of `plans[k]`. The plans list the same tensors in the same
+/// order (checked by the caller), so every output's `i`-th piece reads the same source
+/// bytes: a tensor is cut in rows when any output converts it, and a slab's worth of rows
+/// counts every output's bytes. A tensor without data is one empty piece.
 pub(super) fn pieces(
-    plan: &Plan,
+    plans: &[&Plan],
     sources: &[&Tensor<'_>],
-    places: &[Place],
-) -> Result<Vec<Piece>, RunError> {
-    let mut pieces = Vec::new();
-    for (i, ((t, source), place)) in plan.tensors.iter().zip(sources).zip(places).enumerate() {
-        // Source and output bytes of a step, and of the unit a step is made of.
+    places: &[Vec<Place>],
+) -> Result<Vec<Vec<Piece>>, RunError> {
+    let mut pieces: Vec<Vec<Piece>> = plans.iter().map(|_| Vec::new()).collect();
+    for (i, source) in sources.iter().enumerate() {
+        let ts: Vec<&TensorPlan> = plans.iter().map(|p| &p.tensors[i]).collect();
+        let rows = ts
+            .iter()
+            .map(|t| row_sizes(t, source))
+            .collect::<Result<Vec<_>, _>>()?;
         // A tensor read in interleaved row groups is cut at group boundaries only.
         let group = source.row_group();
         let len = source.len();
         // A stacked tensor's pieces stay within one of its runs.
         let run = source.run_bytes().filter(|&n| n > 0).unwrap_or(len.max(1));
-        let (src_unit, out_unit, units) = match row_sizes(t, source)? {
-            Some(row) => (
-                row.src,
-                row.dst,
-                slab::slab_rows(row.src.max(row.dst), task_rows(t, group)),
-            ),
-            None if t.converts() => (1, 0, SLAB_BYTES),
+        // Source bytes of a step, and steps per piece.
+        let (src_unit, units) = match rows.iter().flatten().next() {
+            Some(row) => {
+                let out: usize = rows.iter().flatten().map(|r| r.dst).sum();
+                (
+                    row.src,
+                    slab::slab_rows(row.src.max(out), task_rows(ts[0], group)),
+                )
+            }
+            None if ts.iter().all(|t| t.converts()) => (1, SLAB_BYTES),
             None if group > 1 => {
-                let bytes = group_bytes(t, len, group);
-                (bytes, bytes, (SLAB_BYTES / 2 / bytes).max(1))
+                let bytes = group_bytes(ts[0], len, group);
+                (bytes, (SLAB_BYTES / 2 / bytes).max(1))
             }
-            None => (1, 1, SLAB_BYTES / 2),
+            None => (1, SLAB_BYTES / 2),
         };
-        let out_total = (len / src_unit * out_unit) as u64;
-        if out_total > place.room {
-            return Err(RunError::PlanMismatch(format!(
-                "tensor {} needs {out_total} bytes in the output, its place holds {}",
-                t.name, place.room
-            )));
-        }
-        let mut at = 0;
-        loop {
-            let end = (at + src_unit * units).min(len).min((at / run + 1) * run);
-            let out_at = (at / src_unit * out_unit) as u64;
-            let out_len = (end - at) / src_unit * out_unit;
-            pieces.push(Piece {
-                tensor: i,
-                src: at..end,
-                out_len,
-                part: place.part,
-                at: place.at + out_at,
-                pad: if end == len {
-                    (place.room - out_total) as usize
-                } else {
-                    0
-                },
-            });
-            if end == len {
-                break;
+        for (k, (t, row)) in ts.iter().zip(&rows).enumerate() {
+            let place = &places[k][i];
+            // Output bytes of a step: a converted row, or the copied source bytes.
+            let out_unit = match row {
+                Some(row) => row.dst,
+                None if t.converts() => 0,
+                None => src_unit,
+            };
+            let out_total = (len / src_unit * out_unit) as u64;
+            if out_total > place.room {
+                return Err(RunError::PlanMismatch(format!(
+                    "tensor {} needs {out_total} bytes in the output, its place holds {}",
+                    t.name, place.room
+                )));
             }
-            at = end;
+            let mut at = 0;
+            loop {
+                let end = (at + src_unit * units).min(len).min((at / run + 1) * run);
+                let out_at = (at / src_unit * out_unit) as u64;
+                let out_len = (end - at) / src_unit * out_unit;
+                pieces[k].push(Piece {
+                    tensor: i,
+                    src: at..end,
+                    out_len,
+                    part: place.part,
+                    at: place.at + out_at,
+                    pad: if end == len {
+                        (place.room - out_total) as usize
+                    } else {
+                        0
+                    },
+                });
+                if end == len {
+                    break;
+                }
+                at = end;
+            }
         }
     }
     Ok(pieces)
@@ -148,25 +167,29 @@ pub(super) fn group_bytes(t: &TensorPlan, len: usize, group: usize) -> usize {
     (len / rows.max(1) as usize * group).max(1)
 }
 
-/// Consecutive pieces of one output file grouped so that each group's source and output
+/// Consecutive pieces grouped so that each group's source and output (every output's)
 /// together stay within [`SLAB_BYTES`] (a single larger piece is a group by itself).
-/// Groups cross tensor boundaries, so that small tensors share one parallel pass; each
-/// group is one contiguous range of its file.
-pub(super) fn batches(pieces: &[Piece]) -> Vec<Range<usize>> {
+/// Groups cross tensor boundaries, so that small tensors share one parallel pass; in each
+/// output a group is one contiguous range of one file.
+pub(super) fn batches(pieces: &[Vec<Piece>]) -> Vec<Range<usize>> {
     let mut batches = Vec::new();
+    let Some(first) = pieces.first() else {
+        return batches;
+    };
     let mut start = 0;
     let mut used = 0;
-    for (i, p) in pieces.iter().enumerate() {
-        let size = p.src.len() + p.out_len;
-        if i > start && (used + size > SLAB_BYTES || p.part != pieces[start].part) {
+    for i in 0..first.len() {
+        let size = first[i].src.len() + pieces.iter().map(|p| p[i].out_len).sum::<usize>();
+        let new_file = pieces.iter().any(|p| p[i].part != p[start].part);
+        if i > start && (used + size > SLAB_BYTES || new_file) {
             batches.push(start..i);
             start = i;
             used = 0;
         }
         used += size;
     }
-    if start < pieces.len() {
-        batches.push(start..pieces.len());
+    if start < first.len() {
+        batches.push(start..first.len());
     }
     batches
 }
@@ -186,33 +209,38 @@ struct BatchCost {
 /// than the cheap conversions produce (a large embedding of q8_0) then drains it
 /// while the costly ones run, instead of stalling all threads.
 pub(super) fn conversion_order(
-    plan: &Plan,
+    plans: &[&Plan],
     sources: &[&Tensor<'_>],
-    pieces: &[Piece],
+    pieces: &[Vec<Piece>],
     batches: &[Range<usize>],
 ) -> Vec<usize> {
     let stats: Vec<BatchCost> = batches
         .iter()
         .map(|r| {
-            let pieces = &pieces[r.clone()];
-            let out: f64 = pieces.iter().map(|p| p.file_len() as f64).sum();
-            let work: f64 = pieces
-                .iter()
-                .map(|p| {
+            let mut cost = BatchCost {
+                out: 0.0,
+                work: 0.0,
+            };
+            for j in r.clone() {
+                // Rows are widened once for every output that converts them.
+                let mut widened = false;
+                for (plan, pieces) in plans.iter().zip(pieces) {
+                    let p = &pieces[j];
                     let t = &plan.tensors[p.tensor];
-                    match row_sizes(t, sources[p.tensor]) {
+                    cost.out += p.file_len() as f64;
+                    cost.work += match row_sizes(t, sources[p.tensor]) {
                         Ok(Some(row)) => {
-                            let elements = p.src.len() / row.src * t.ne[0] as usize;
-                            elements as f64 * (1.0 + quantforge_kernels::quantize_cost(t.target))
+                            let elements = (p.src.len() / row.src * t.ne[0] as usize) as f64;
+                            let widening = if widened { 0.0 } else { elements };
+                            widened = true;
+                            widening + elements * quantforge_kernels::quantize_cost(t.target)
                         }
                         _ => p.src.len() as f64 / 8.0,
-                    }
-                })
-                .sum();
-            BatchCost {
-                out,
-                work: work.max(1.0),
+                    };
+                }
             }
+            cost.work = cost.work.max(1.0);
+            cost
         })
         .collect();
     let out_total: f64 = stats.iter().map(|s| s.out).sum();

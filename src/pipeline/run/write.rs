@@ -19,16 +19,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(super) struct Filled {
     /// The batch (`None`: a file's header).
     pub(super) batch: Option<usize>,
+    /// The output it belongs to.
+    pub(super) output: usize,
     /// Its output; the file's bytes `at..` are `slab[skip..skip + len]`, placed so that
     /// the slab's memory is aligned like the file offsets (direct I/O writes from it).
     pub(super) slab: AlignedBuffer,
     pub(super) skip: usize,
     pub(super) len: usize,
+    /// The file, among every output's files.
     pub(super) part: usize,
     pub(super) at: u64,
 }
 
-/// Output slabs in use at once: converted, queued, or being written.
+/// Output slabs of each output in use at once: converted, queued, or being written.
 const SLABS: usize = 4;
 
 /// Batches converted at once: the workers take tasks of one while the last tasks of the
@@ -37,35 +40,41 @@ const AT_ONCE: usize = 2;
 
 /// What the converting side of a run reads.
 pub(super) struct Job<'a, 's> {
-    /// The plan.
-    pub(super) plan: &'a Plan,
-    /// Each tensor of the plan in the source, in plan order.
+    /// Each output's plan; all list the same tensors in the same order.
+    pub(super) plans: &'a [&'a Plan],
+    /// Each tensor of the plans in the source, in plan order.
     pub(super) sources: &'a [&'a Tensor<'s>],
-    /// Each tensor's importance values, when it uses them.
-    pub(super) weights: &'a [Option<&'a [f32]>],
-    /// Every tensor cut into pieces ([`super::schedule::pieces`]).
-    pub(super) pieces: &'a [Piece],
-    /// The pieces grouped into batches ([`super::schedule::batches`]).
+    /// For each output, each tensor's importance values, when it uses them.
+    pub(super) weights: &'a [Vec<Option<&'a [f32]>>],
+    /// For each output, every tensor cut into pieces ([`super::schedule::pieces`]).
+    pub(super) pieces: &'a [Vec<Piece>],
+    /// The pieces grouped into batches ([`super::schedule::batches`]), the same for every
+    /// output.
     pub(super) batches: &'a [Range<usize>],
 }
 
 impl Job<'_, '_> {
-    /// Where batch `b`'s output sits in its slab.
-    pub(super) fn extent(&self, b: usize) -> Extent {
-        Extent::of(&self.pieces[self.batches[b].clone()])
+    /// Where batch `b`'s output for output `k` sits in its slab.
+    pub(super) fn extent(&self, k: usize, b: usize) -> Extent {
+        Extent::of(&self.pieces[k][self.batches[b].clone()])
+    }
+
+    /// The pieces of output `k` in batch `b`.
+    pub(super) fn batch_pieces(&self, k: usize, b: usize) -> &[Piece] {
+        &self.pieces[k][self.batches[b].clone()]
     }
 
     /// Converts batch after batch on the current rayon pool, in
     /// [`conversion_order`], while a thread of its own writes each converted slab in
-    /// place; at most [`SLABS`] slabs are in use, so the converting waits only when the
-    /// disk is that far behind.
+    /// place; at most [`SLABS`] slabs of each output are in use, so the converting waits
+    /// only when the disk is that far behind. `files` are every output's files, in order.
     pub(super) fn write_all(
         &self,
         files: &mut [PlacedFile],
         headers: Vec<Filled>,
         tracker: &mut Tracker<'_, '_>,
     ) -> Result<(), RunError> {
-        let order = conversion_order(self.plan, self.sources, self.pieces, self.batches);
+        let order = conversion_order(self.plans, self.sources, self.pieces, self.batches);
         let files_path = files
             .first()
             .map(|f| f.path().to_path_buf())
@@ -131,20 +140,26 @@ impl Job<'_, '_> {
         written: &std::sync::mpsc::Receiver<Written>,
         tracker: &mut Tracker<'_, '_>,
     ) -> Result<(), RunError> {
-        // Every slab is made once, as large as the largest batch needs.
-        let slab_len = (0..self.batches.len())
-            .map(|b| self.extent(b).end())
-            .max()
-            .unwrap_or(0);
-        let mut free: Vec<AlignedBuffer> = Vec::new();
-        let mut made = 0;
+        // Every slab is made once, as large as the output's largest batch needs.
+        let outputs = self.plans.len();
+        let slab_len: Vec<usize> = (0..outputs)
+            .map(|k| {
+                (0..self.batches.len())
+                    .map(|b| self.extent(k, b).end())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut free: Vec<Vec<AlignedBuffer>> = (0..outputs).map(|_| Vec::new()).collect();
+        let mut made = vec![0; outputs];
         // A slab back from the writer: its batch is on disk.
         let mut take_back =
-            |back: Written, free: &mut Vec<AlignedBuffer>| -> Result<(), RunError> {
+            |back: Written, free: &mut [Vec<AlignedBuffer>]| -> Result<(), RunError> {
                 back.result?;
+                let k = back.filled.output;
                 if let Some(b) = back.filled.batch {
-                    tracker.written(&self.pieces[self.batches[b].clone()]);
-                    free.push(back.filled.slab);
+                    tracker.written(k, self.batch_pieces(k, b));
+                    free[k].push(back.filled.slab);
                 }
                 Ok(())
             };
@@ -154,38 +169,43 @@ impl Job<'_, '_> {
         for (c, group) in order.chunks(AT_ONCE).enumerate() {
             let mut jobs = Vec::with_capacity(group.len());
             for (i, &b) in group.iter().enumerate() {
-                let slab = loop {
-                    if let Some(slab) = free.pop() {
-                        break slab;
-                    }
-                    if made < SLABS {
-                        made += 1;
-                        break AlignedBuffer::zeroed(slab_len);
-                    }
-                    // Every slab is queued or being written: wait for one.
-                    let back = written.recv().map_err(|_| writer_gone())?;
-                    in_flight -= 1;
-                    take_back(back, &mut free)?;
-                };
+                let mut slabs = Vec::with_capacity(outputs);
+                for k in 0..outputs {
+                    slabs.push(loop {
+                        if let Some(slab) = free[k].pop() {
+                            break slab;
+                        }
+                        if made[k] < SLABS {
+                            made[k] += 1;
+                            break AlignedBuffer::zeroed(slab_len[k]);
+                        }
+                        // Every slab of the output is queued or being written: wait for one.
+                        let back = written.recv().map_err(|_| writer_gone())?;
+                        in_flight -= 1;
+                        take_back(back, &mut free)?;
+                    });
+                }
                 // Each batch releases the pages of the one converted AT_ONCE before it
                 // and asks for those of the one AT_ONCE after it.
                 let k = c * AT_ONCE + i;
                 let before = k.checked_sub(AT_ONCE).map(|j| order[j]);
-                jobs.push((b, slab, before, order.get(k + AT_ONCE).copied()));
+                jobs.push((b, slabs, before, order.get(k + AT_ONCE).copied()));
             }
-            let filled: Vec<Result<Filled, RunError>> = jobs
+            let filled: Vec<Result<Vec<Filled>, RunError>> = jobs
                 .into_par_iter()
-                .map(|(b, slab, before, next)| self.fill(b, slab, before, next))
+                .map(|(b, slabs, before, next)| self.fill(b, slabs, before, next))
                 .collect();
             for f in filled {
-                if to_writer.send(f?).is_err() {
-                    // The writer stopped on an error, which it sent back first.
-                    while let Ok(back) = written.recv() {
-                        take_back(back, &mut free)?;
+                for f in f? {
+                    if to_writer.send(f).is_err() {
+                        // The writer stopped on an error, which it sent back first.
+                        while let Ok(back) = written.recv() {
+                            take_back(back, &mut free)?;
+                        }
+                        return Err(writer_gone());
                     }
-                    return Err(writer_gone());
+                    in_flight += 1;
                 }
-                in_flight += 1;
             }
             while let Ok(back) = written.try_recv() {
                 in_flight -= 1;
@@ -224,65 +244,83 @@ pub(super) struct Written {
 
 /// The output files, created with their sizes reserved: their headers, queued for the
 /// writing thread, and every tensor's place in them.
+#[derive(Default)]
 pub(super) struct Outputs {
-    /// The files, in order.
+    /// Every output's files, in order.
     pub(super) files: Vec<PlacedFile>,
+    /// The output each file belongs to.
+    pub(super) owners: Vec<usize>,
     /// Each file's header bytes, to write first.
     pub(super) headers: Vec<Filled>,
-    /// Each tensor's place, in plan order.
-    pub(super) places: Vec<Place>,
+    /// For each output, each tensor's place, in plan order.
+    pub(super) places: Vec<Vec<Place>>,
 }
 
 impl Outputs {
-    /// Creates every file of `parts` at its full size, to be committed as durably as
-    /// `durability` says.
-    pub(super) fn create(
+    /// Creates the files of the next output (`parts`) at their full size, to be committed
+    /// as durably as `durability` says.
+    pub(super) fn add(
+        &mut self,
         parts: &[OutputPart],
         durability: Durability,
-    ) -> Result<Outputs, RunError> {
-        let mut files = Vec::with_capacity(parts.len());
-        let mut headers = Vec::with_capacity(parts.len());
-        let mut places = Vec::new();
-        for (p, part) in parts.iter().enumerate() {
-            let (bytes, layout) = part.header.encode()?;
-            let write_error = |what, cause| RunError::Output {
-                what,
-                path: part.path.clone(),
-                cause,
-            };
-            let file = PlacedFile::create(&part.path, layout.file_size(), durability)
-                .map_err(|e| write_error("cannot create", e))?;
-            // Written by the writing thread, straight from aligned memory, while the first
-            // batches convert.
-            let mut header_bytes = AlignedBuffer::zeroed(bytes.len());
-            header_bytes.as_mut_slice().copy_from_slice(&bytes);
-            headers.push(Filled {
-                batch: None,
-                slab: header_bytes,
-                skip: 0,
-                len: bytes.len(),
-                part: p,
-                at: 0,
-            });
-            let n = layout.offsets.len();
-            for k in 0..n {
-                let at = layout.data_offset + layout.offsets[k];
-                let end = match layout.offsets.get(k + 1) {
-                    Some(next) => layout.data_offset + next,
-                    None => layout.file_size(),
-                };
-                places.push(Place {
-                    part: p,
-                    at,
-                    room: end - at,
-                });
-            }
-            files.push(file);
+    ) -> Result<(), RunError> {
+        let output = self.places.len();
+        let mut placed = Vec::new();
+        for part in parts {
+            let p = self.files.len();
+            let (file, header) = Self::create_part(part, p, output, durability, &mut placed)?;
+            self.files.push(file);
+            self.owners.push(output);
+            self.headers.push(header);
         }
-        Ok(Outputs {
-            files,
-            headers,
-            places,
-        })
+        self.places.push(placed);
+        Ok(())
+    }
+
+    /// Creates file `p` (of output `output`) as `part` says and adds its tensors'
+    /// places; returns it with its header, to write first.
+    fn create_part(
+        part: &OutputPart,
+        p: usize,
+        output: usize,
+        durability: Durability,
+        places: &mut Vec<Place>,
+    ) -> Result<(PlacedFile, Filled), RunError> {
+        let (bytes, layout) = part.header.encode()?;
+        let file =
+            PlacedFile::create(&part.path, layout.file_size(), durability).map_err(|cause| {
+                RunError::Output {
+                    what: "cannot create",
+                    path: part.path.clone(),
+                    cause,
+                }
+            })?;
+        // Written by the writing thread, straight from aligned memory, while the first
+        // batches convert.
+        let mut header_bytes = AlignedBuffer::zeroed(bytes.len());
+        header_bytes.as_mut_slice().copy_from_slice(&bytes);
+        let header = Filled {
+            batch: None,
+            output,
+            slab: header_bytes,
+            skip: 0,
+            len: bytes.len(),
+            part: p,
+            at: 0,
+        };
+        let n = layout.offsets.len();
+        for k in 0..n {
+            let at = layout.data_offset + layout.offsets[k];
+            let end = match layout.offsets.get(k + 1) {
+                Some(next) => layout.data_offset + next,
+                None => layout.file_size(),
+            };
+            places.push(Place {
+                part: p,
+                at,
+                room: end - at,
+            });
+        }
+        Ok((file, header))
     }
 }

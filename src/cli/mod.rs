@@ -3,7 +3,7 @@
 //! Exit codes: 0 on success, 2 for bad input or usage (with a one-line reason on
 //! stderr), 1 for internal errors.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 mod codec;
@@ -51,7 +51,14 @@ enum Command {
 
 /// Runs the command line of this process and returns its exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // The order of some repeatable options across each other matters.
+    if let (Command::Quantize(args), Some(("quantize", m))) =
+        (&mut cli.command, matches.subcommand())
+    {
+        args.order_rules(m);
+    }
     // A panic is a bug, not bad input: its outputs are removed as the stack unwinds
     // (their temporary files drop), and the exit code says which it was.
     let result = std::panic::catch_unwind(move || run(cli.command));

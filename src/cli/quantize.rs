@@ -17,7 +17,7 @@ use quantforge::pipeline::run::{self, Durability, OutputLayout, RunOptions};
 use quantforge_formats::gguf::{Metadata, SplitLimits, Value};
 use quantforge_formats::safetensors::ModelFolder;
 use quantforge_kernels::GgmlType;
-use report::{ProgressMode, Reporter, print_plan};
+use report::{ProgressMode, Reporter, print_outputs, print_plan};
 use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
@@ -57,6 +57,18 @@ pub struct QuantizeArgs {
     /// (repeatable; the first match wins).
     #[arg(long, value_name = "PATTERN=TYPE")]
     tensor_type: Vec<String>,
+    /// A file of --tensor-type rules, PATTERN=TYPE separated by spaces or newlines, as
+    /// llama-quantize reads it (repeatable; rules keep their order among --tensor-type).
+    #[arg(long, value_name = "FILE")]
+    tensor_type_file: Vec<PathBuf>,
+    /// --tensor-type and --tensor-type-file in command-line order (set from the parsed
+    /// matches; when empty, the rules come first and the files after them).
+    #[arg(skip)]
+    rule_order: Vec<RuleArg>,
+    /// Refuse, listing the tensors, when a tensor's type does not fit its rows and
+    /// llama.cpp's quantizer would take a fallback type instead.
+    #[arg(long)]
+    no_fallback: bool,
     /// Leave out the layers in LIST (comma-separated numbers), renumbering those after them
     /// and setting the new block count, as llama-quantize --prune-layers does.
     #[arg(long, value_name = "LIST", value_parser = parse_prune_layers, allow_hyphen_values = true)]
@@ -129,7 +141,71 @@ pub struct QuantizeArgs {
     positional_threads: Option<usize>,
 }
 
+/// One `--tensor-type` rule or `--tensor-type-file` file.
+#[derive(Clone, Debug)]
+enum RuleArg {
+    /// `--tensor-type PATTERN=TYPE`.
+    Inline(String),
+    /// `--tensor-type-file FILE`.
+    File(PathBuf),
+}
+
 impl QuantizeArgs {
+    /// Puts the `--tensor-type` and `--tensor-type-file` arguments in the order they were
+    /// given (llama-quantize adds both to one list as it reads its arguments).
+    pub(super) fn order_rules(&mut self, m: &clap::ArgMatches) {
+        let indices =
+            |id: &str| -> Vec<usize> { m.indices_of(id).map(|i| i.collect()).unwrap_or_default() };
+        let mut order: Vec<(usize, RuleArg)> = indices("tensor_type")
+            .into_iter()
+            .zip(&self.tensor_type)
+            .map(|(i, a)| (i, RuleArg::Inline(a.clone())))
+            .chain(
+                indices("tensor_type_file")
+                    .into_iter()
+                    .zip(&self.tensor_type_file)
+                    .map(|(i, f)| (i, RuleArg::File(f.clone()))),
+            )
+            .collect();
+        order.sort_by_key(|(i, _)| *i);
+        self.rule_order = order.into_iter().map(|(_, a)| a).collect();
+    }
+
+    /// The `--tensor-type` rules, those of the files included, in order.
+    fn tensor_type_rules(&self) -> Result<Vec<TensorTypeRule>> {
+        let order = if self.rule_order.is_empty() {
+            self.tensor_type
+                .iter()
+                .map(|a| RuleArg::Inline(a.clone()))
+                .chain(
+                    self.tensor_type_file
+                        .iter()
+                        .map(|f| RuleArg::File(f.clone())),
+                )
+                .collect()
+        } else {
+            self.rule_order.clone()
+        };
+        let mut rules = Vec::new();
+        for arg in order {
+            match arg {
+                RuleArg::Inline(a) => rules.push(TensorTypeRule::parse(&a)?),
+                RuleArg::File(path) => {
+                    let text = std::fs::read_to_string(&path).with_context(|| {
+                        format!("--tensor-type-file {}: cannot read", path.display())
+                    })?;
+                    for word in text.split_whitespace() {
+                        rules.push(
+                            TensorTypeRule::parse(word)
+                                .with_context(|| format!("{}", path.display()))?,
+                        );
+                    }
+                }
+            }
+        }
+        Ok(rules)
+    }
+
     /// Reads llama-quantize's `IN TYPE [NTHREADS]` (no OUT) the way it does: without
     /// `--type`, a second argument that names a type is the type (and a third is the thread
     /// count); the output then takes llama-quantize's default name. Afterwards `output`
@@ -311,11 +387,7 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     options.token_embedding_type = args.token_embedding_type;
     options.keep_split = args.keep_split;
     options.prune_layers = args.prune_layers.take().map(|p| p.0).unwrap_or_default();
-    options.tensor_types = args
-        .tensor_type
-        .iter()
-        .map(|a| TensorTypeRule::parse(a))
-        .collect::<std::result::Result<_, _>>()?;
+    options.tensor_types = args.tensor_type_rules()?;
     let mut kv_overrides = args
         .override_kv
         .iter()
@@ -384,19 +456,12 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     } else {
         Vec::new()
     };
-
-    if args.dry_run {
-        for (k, plan) in plans.iter().enumerate() {
-            if let Some(label) = labels.get(k) {
-                println!("{label} -> {}", targets[k].1.display());
-            }
-            print_plan(plan);
+    if args.no_fallback {
+        for (plan, (preset, _)) in plans.iter().zip(&targets) {
+            refuse_fallbacks(plan, preset.name)?;
         }
-        return Ok(());
     }
-    for plan in &plans {
-        plan.check_runnable()?;
-    }
+
     let layout = if args.keep_split {
         OutputLayout::KeepSplit
     } else if args.split_max_size.is_some() || args.split_max_tensors.is_some() {
@@ -416,6 +481,24 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
             _ => super::convert::split_prefix(path),
         })
         .collect();
+    if args.dry_run {
+        let mut sizes = Vec::with_capacity(plans.len());
+        for (k, (plan, output)) in plans.iter().zip(&outputs).enumerate() {
+            if let Some(label) = labels.get(k) {
+                println!("{label} -> {}", output.display());
+            }
+            let files = run::planned_files(&metadata, plan, &kv_overrides, output, layout)?;
+            print_plan(plan, &files);
+            sizes.push(files);
+        }
+        if !labels.is_empty() {
+            print_outputs(&plans, &labels, &sizes);
+        }
+        return Ok(());
+    }
+    for plan in &plans {
+        plan.check_runnable()?;
+    }
     let run_options = RunOptions {
         threads,
         kv_overrides,
@@ -540,6 +623,37 @@ fn parse_kv_override(arg: &str) -> Result<(String, Value)> {
         _ => bail!("--override-kv {arg:?}: TYPE is int, float, bool or str"),
     };
     Ok((key.to_string(), value))
+}
+
+/// `--no-fallback`: an error listing the tensors of `plan` (for `preset`) that take a
+/// fallback type, if any do.
+fn refuse_fallbacks(plan: &quantforge::pipeline::plan::Plan, preset: &str) -> Result<()> {
+    let fallen: Vec<String> = plan
+        .tensors
+        .iter()
+        .filter_map(|t| {
+            let f = t.fallback?;
+            Some(format!(
+                "{} ({} does not fit rows of {}; {} instead)",
+                t.name, f.wanted, f.ncols, t.target
+            ))
+        })
+        .collect();
+    if fallen.is_empty() {
+        return Ok(());
+    }
+    const LISTED: usize = 8;
+    let more = fallen.len().saturating_sub(LISTED);
+    bail!(
+        "--no-fallback: {} tensor(s) of {preset} would take a fallback type: {}{}",
+        fallen.len(),
+        fallen[..fallen.len().min(LISTED)].join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
 }
 
 fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {

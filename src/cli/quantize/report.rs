@@ -11,6 +11,7 @@ use quantforge_kernels::GgmlType;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Names listed in the summary before "and N more".
@@ -29,15 +30,30 @@ fn shape(ne: &[u64; 4]) -> String {
         .join(", ")
 }
 
-/// `--dry-run`: one line per tensor (types, sizes, why) and the totals, on standard output.
-pub(super) fn print_plan(plan: &Plan) {
+/// Tensor bytes of a plan's source and output, and its elements.
+fn plan_totals(plan: &Plan) -> (u64, u64, u64) {
+    plan.tensors.iter().fold((0, 0, 0), |(b, a, n), t| {
+        (
+            b + t.bytes_as(t.source).unwrap_or(0),
+            a + t.bytes_as(t.target).unwrap_or(0),
+            n + t.n_elements(),
+        )
+    })
+}
+
+/// Bits per weight of `bytes` of tensor data over `elements`.
+fn bits_per_weight(bytes: u64, elements: u64) -> f64 {
+    bytes as f64 * 8.0 / elements.max(1) as f64
+}
+
+/// `--dry-run`: one line per tensor (types, sizes, why), the totals with the output's
+/// bits per weight (tensor data over elements), and the files that would be written
+/// with their exact sizes, on standard output.
+pub(super) fn print_plan(plan: &Plan, files: &[(PathBuf, u64)]) {
     let mut out = std::io::stdout().lock();
-    let (mut before, mut after) = (0u64, 0u64);
     for t in &plan.tensors {
         let b = t.bytes_as(t.source).unwrap_or(0);
         let a = t.bytes_as(t.target).unwrap_or(0);
-        before += b;
-        after += a;
         let fallback = t
             .fallback
             .map(|f| format!(", fallback from {}", f.wanted))
@@ -54,15 +70,46 @@ pub(super) fn print_plan(plan: &Plan) {
             t.reason,
         );
     }
+    let (before, after, elements) = plan_totals(plan);
     let _ = writeln!(
         out,
-        "{} tensors, {:.2} MiB -> {:.2} MiB, {} fallbacks, general.file_type = {}",
+        "{} tensors, {:.2} MiB -> {:.2} MiB ({:.2} -> {:.2} bits per weight), {} fallbacks, \
+         general.file_type = {}",
         plan.tensors.len(),
         mib(before),
         mib(after),
+        bits_per_weight(before, elements),
+        bits_per_weight(after, elements),
         plan.n_fallback,
         plan.file_type
     );
+    for (path, size) in files {
+        let _ = writeln!(
+            out,
+            "would write {} ({size} bytes, {:.2} MiB)",
+            path.display(),
+            mib(*size)
+        );
+    }
+}
+
+/// `--dry-run` of several outputs: a line per output with its preset, file size (all its
+/// parts) and bits per weight.
+pub(super) fn print_outputs(plans: &[Plan], labels: &[&str], files: &[Vec<(PathBuf, u64)>]) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{:<10} {:>12} {:>8}  file", "output", "MiB", "bpw");
+    for ((plan, label), files) in plans.iter().zip(labels).zip(files) {
+        let (_, after, elements) = plan_totals(plan);
+        let size: u64 = files.iter().map(|(_, n)| n).sum();
+        let first = files.first().map(|(p, _)| p.display().to_string());
+        let _ = writeln!(
+            out,
+            "{label:<10} {:>12.2} {:>8.2}  {}",
+            mib(size),
+            bits_per_weight(after, elements),
+            first.unwrap_or_default()
+        );
+    }
 }
 
 /// How progress is shown while tensors are written.

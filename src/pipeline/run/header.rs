@@ -141,3 +141,19 @@ fn keep_split_parts(header: &GgufHeader, plan: &Plan) -> Result<Vec<GgufHeader>,
     }
     Ok(parts)
 }
+
+/// The files a run of `plan` would write to `output` as `layout` says, and each one's
+/// exact size: what `--dry-run` reports without writing anything.
+pub fn planned_files(
+    source: &Metadata,
+    plan: &Plan,
+    overrides: &[(String, Value)],
+    output: &Path,
+    layout: OutputLayout,
+) -> Result<Vec<(PathBuf, u64)>, RunError> {
+    let header = output_header(source, plan, overrides)?;
+    output_parts(header, plan, output, layout)?
+        .into_iter()
+        .map(|part| Ok((part.path, part.header.encode()?.1.file_size())))
+        .collect()
+}

@@ -39,7 +39,7 @@ mod progress;
 mod schedule;
 mod write;
 
-pub use header::{OutputPart, output_header, output_metadata, output_parts};
+pub use header::{OutputPart, output_header, output_metadata, output_parts, planned_files};
 pub use progress::Progress;
 
 use super::imatrix::{Imatrix, ImatrixError, ImatrixUse};

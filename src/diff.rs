@@ -7,6 +7,12 @@
 //! or infinite are counted apart and left out of the error figures; two NaNs, or two
 //! equal infinities, count as the same value. Shapes compare equal when they differ only
 //! by leading axes of 1 (GGUF writers may or may not drop them).
+//!
+//! The sums are made row by row ([`ErrorStats::of`] on one row, in a fixed order of
+//! eight lanes) and the rows' figures added in row order ([`ErrorStats::merge`]), so the
+//! figures of a tensor do not depend on how its rows were cut into tasks: the quantizer's
+//! quality report (`quantize --report`) computes them the same way while it runs and gets
+//! the same numbers.
 
 use crate::error::Result;
 use crate::model::{Encoding, Model, Tensor};
@@ -21,6 +27,12 @@ pub struct ErrorStats {
     pub compared: u64,
     /// Sum of the squared differences over them.
     pub sum_squares: f64,
+    /// Sum of the products of the two sides over them.
+    pub sum_products: f64,
+    /// Sum of the squares of A over them.
+    pub sum_squares_a: f64,
+    /// Sum of the squares of B over them.
+    pub sum_squares_b: f64,
     /// The largest absolute difference (0 when nothing was compared).
     pub max_abs: f64,
     /// Row-major index of the first element with the largest difference.
@@ -34,26 +46,40 @@ pub struct ErrorStats {
 }
 
 impl ErrorStats {
-    /// The figures of `a` against `b`, elements numbered from `first`.
+    /// The figures of `a` against `b` (one row, or any run of elements taken as one),
+    /// elements numbered from `first`. Each sum is kept in eight lanes (element `i` in lane
+    /// `i % 8`) added pairwise at the end, an order vector registers of any width keep.
     pub fn of(a: &[f32], b: &[f32], first: u64) -> ErrorStats {
-        let mut s = ErrorStats::default();
-        for (i, (&x, &y)) in (first..).zip(a.iter().zip(b)) {
-            if x.is_finite() && y.is_finite() {
-                let d = (f64::from(x) - f64::from(y)).abs();
-                s.compared += 1;
-                s.sum_squares += d * d;
-                if s.max_index.is_none() || d > s.max_abs {
-                    s.max_abs = d;
-                    s.max_index = Some(i);
+        let n = a.len().min(b.len());
+        let (a, b) = (&a[..n], &b[..n]);
+        // Values are almost always finite: the checking sums only when they are not.
+        let (finite, lanes) = match Lanes::of_finite(a, b) {
+            Some(lanes) => (true, lanes),
+            None => (false, Lanes::of_any(a, b)),
+        };
+        let mut s = lanes.stats(first);
+        if !finite {
+            for (&x, &y) in a.iter().zip(b) {
+                if !(x.is_finite() && y.is_finite()) {
+                    s.non_finite_a += u64::from(!x.is_finite());
+                    s.non_finite_b += u64::from(!y.is_finite());
+                    let same = x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
+                    s.non_finite_mismatches += u64::from(!same);
                 }
-            } else {
-                s.non_finite_a += u64::from(!x.is_finite());
-                s.non_finite_b += u64::from(!y.is_finite());
-                let same = x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
-                s.non_finite_mismatches += u64::from(!same);
             }
         }
         s
+    }
+
+    /// The figures of each row of `row_len` elements of `a` against `b`, rows numbered
+    /// from `first_row`: what [`ErrorStats::merge`] adds up in row order.
+    pub fn of_rows(a: &[f32], b: &[f32], row_len: usize, first_row: u64) -> Vec<ErrorStats> {
+        let row_len = row_len.max(1);
+        a.chunks(row_len)
+            .zip(b.chunks(row_len))
+            .enumerate()
+            .map(|(r, (x, y))| ErrorStats::of(x, y, (first_row + r as u64) * row_len as u64))
+            .collect()
     }
 
     /// Adds the figures of elements that come after these (ties keep the earlier index).
@@ -64,6 +90,9 @@ impl ErrorStats {
         }
         self.compared += later.compared;
         self.sum_squares += later.sum_squares;
+        self.sum_products += later.sum_products;
+        self.sum_squares_a += later.sum_squares_a;
+        self.sum_squares_b += later.sum_squares_b;
         self.non_finite_a += later.non_finite_a;
         self.non_finite_b += later.non_finite_b;
         self.non_finite_mismatches += later.non_finite_mismatches;
@@ -72,6 +101,149 @@ impl ErrorStats {
     /// Root of the mean squared difference, when anything was compared.
     pub fn rmse(&self) -> Option<f64> {
         (self.compared > 0).then(|| (self.sum_squares / self.compared as f64).sqrt())
+    }
+
+    /// Cosine similarity of the two sides, when anything was compared and neither side
+    /// is all zeros.
+    pub fn cosine(&self) -> Option<f64> {
+        let norms = (self.sum_squares_a * self.sum_squares_b).sqrt();
+        (self.compared > 0 && norms > 0.0).then(|| self.sum_products / norms)
+    }
+}
+
+/// Lanes of [`ErrorStats::of`]'s sums.
+const LANES: usize = 8;
+
+/// The per-lane sums of [`ErrorStats::of`]: element `i` goes to lane `i % 8`.
+struct Lanes {
+    compared: u64,
+    sq: [f64; LANES],
+    ab: [f64; LANES],
+    aa: [f64; LANES],
+    bb: [f64; LANES],
+    /// Each lane's largest difference (-1 before any) and its element.
+    max: [f64; LANES],
+    at: [u64; LANES],
+}
+
+impl Lanes {
+    fn new() -> Lanes {
+        Lanes {
+            compared: 0,
+            sq: [0.0; LANES],
+            ab: [0.0; LANES],
+            aa: [0.0; LANES],
+            bb: [0.0; LANES],
+            max: [-1.0; LANES],
+            at: [0; LANES],
+        }
+    }
+
+    /// One element (its index `i`, in lane `l`), if both values are finite.
+    #[inline(always)]
+    fn add(&mut self, i: u64, l: usize, x: f32, y: f32, check: bool) {
+        let ok = !check || (x.is_finite() && y.is_finite());
+        let (x, y) = if ok {
+            (f64::from(x), f64::from(y))
+        } else {
+            (0.0, 0.0)
+        };
+        let d = x - y;
+        self.sq[l] += d * d;
+        self.ab[l] += x * y;
+        self.aa[l] += x * x;
+        self.bb[l] += y * y;
+        let d = d.abs();
+        let more = ok && d > self.max[l];
+        self.max[l] = if more { d } else { self.max[l] };
+        self.at[l] = if more { i } else { self.at[l] };
+        self.compared += u64::from(ok);
+    }
+
+    /// Every element of `a` against `b`; `check`: leave out those not both finite.
+    #[inline(always)]
+    fn run(a: &[f32], b: &[f32], check: bool) -> Lanes {
+        let mut s = Lanes::new();
+        let whole = a.len() / LANES * LANES;
+        for (c, (xs, ys)) in a[..whole]
+            .chunks_exact(LANES)
+            .zip(b[..whole].chunks_exact(LANES))
+            .enumerate()
+        {
+            for l in 0..LANES {
+                s.add((c * LANES + l) as u64, l, xs[l], ys[l], check);
+            }
+        }
+        for i in whole..a.len() {
+            s.add(i as u64, i - whole, a[i], b[i], check);
+        }
+        s
+    }
+
+    /// [`Lanes::run`] when every value is finite (else `None`), in the widest vectors the
+    /// CPU has (the same operations in the same order whatever their width).
+    fn of_finite(a: &[f32], b: &[f32]) -> Option<Lanes> {
+        #[inline(always)]
+        fn finite(a: &[f32], b: &[f32]) -> Option<Lanes> {
+            let inf = |v: &[f32]| {
+                v.iter()
+                    .filter(|x| x.to_bits() & 0x7f80_0000 == 0x7f80_0000)
+                    .count()
+            };
+            (inf(a) + inf(b) == 0).then(|| Lanes::run(a, b, false))
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx512f")]
+            fn avx512(a: &[f32], b: &[f32]) -> Option<Lanes> {
+                finite(a, b)
+            }
+            #[target_feature(enable = "avx2")]
+            fn avx2(a: &[f32], b: &[f32]) -> Option<Lanes> {
+                finite(a, b)
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU has AVX-512F.
+                return unsafe { avx512(a, b) };
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2.
+                return unsafe { avx2(a, b) };
+            }
+        }
+        finite(a, b)
+    }
+
+    /// [`Lanes::run`] leaving out the elements where a side is NaN or infinite.
+    fn of_any(a: &[f32], b: &[f32]) -> Lanes {
+        Lanes::run(a, b, true)
+    }
+
+    /// The figures, elements numbered from `first`.
+    fn stats(&self, first: u64) -> ErrorStats {
+        let add =
+            |v: [f64; LANES]| ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+        let mut s = ErrorStats {
+            compared: self.compared,
+            sum_squares: add(self.sq),
+            sum_products: add(self.ab),
+            sum_squares_a: add(self.aa),
+            sum_squares_b: add(self.bb),
+            ..ErrorStats::default()
+        };
+        // The largest difference, the first element of it on ties.
+        for l in 0..LANES {
+            let at = first + self.at[l];
+            if self.max[l] >= 0.0
+                && (s.max_index.is_none()
+                    || self.max[l] > s.max_abs
+                    || (self.max[l] == s.max_abs && Some(at) < s.max_index))
+            {
+                s.max_abs = self.max[l];
+                s.max_index = Some(at);
+            }
+        }
+        s
     }
 }
 
@@ -226,14 +398,14 @@ fn compare(a: &Tensor<'_>, b: &Tensor<'_>) -> Result<TensorDiff> {
             .map_init(
                 || (Vec::new(), Vec::new()),
                 |(x, y), rows| {
-                    let first = rows.start as u64 * row_len;
+                    let first = rows.start as u64;
                     let x = a.decode_rows(rows.clone(), x)?;
                     let y = b.decode_rows(rows, y)?;
-                    Ok(ErrorStats::of(x, y, first))
+                    Ok(ErrorStats::of_rows(x, y, row_len as usize, first))
                 },
             )
             .collect::<Result<Vec<_>>>()?;
-        parts.iter().for_each(|p| stats.merge(p));
+        parts.iter().flatten().for_each(|p| stats.merge(p));
         Ok(())
     })?;
     diff.identical_bytes = identical;
@@ -281,6 +453,55 @@ mod tests {
         assert_eq!(parts.compared, 100);
         assert!((parts.sum_squares - whole.sum_squares).abs() < 1e-9);
         assert_eq!(ErrorStats::default().rmse(), None);
+    }
+
+    #[test]
+    fn every_vector_width_gives_the_same_figures() {
+        // Odd lengths (a tail after the last whole chunk), ties, signs, tiny and huge values.
+        for n in [1usize, 7, 8, 9, 63, 640, 1001] {
+            let a: Vec<f32> = (0..n)
+                .map(|i| ((i * 7919 % 613) as f32 - 300.0) * [1e-3, 1e30, 1e-30][i % 3])
+                .collect();
+            let b: Vec<f32> = a
+                .iter()
+                .enumerate()
+                .map(|(i, x)| if i % 5 == 0 { *x } else { x * 0.75 + 1e-4 })
+                .collect();
+            let plain = Lanes::run(&a, &b, false).stats(3);
+            let widest = Lanes::of_finite(&a, &b).expect("finite").stats(3);
+            let checked = Lanes::of_any(&a, &b).stats(3);
+            for other in [&widest, &checked] {
+                assert_eq!(
+                    plain.sum_squares.to_bits(),
+                    other.sum_squares.to_bits(),
+                    "{n}"
+                );
+                assert_eq!(plain.sum_products.to_bits(), other.sum_products.to_bits());
+                assert_eq!(plain.sum_squares_a.to_bits(), other.sum_squares_a.to_bits());
+                assert_eq!(plain.sum_squares_b.to_bits(), other.sum_squares_b.to_bits());
+                assert_eq!(
+                    (plain.max_abs, plain.max_index),
+                    (other.max_abs, other.max_index)
+                );
+                assert_eq!(plain.compared, other.compared);
+            }
+        }
+        let mut a = vec![1.0f32; 20];
+        a[4] = f32::INFINITY;
+        assert!(Lanes::of_finite(&a, &a).is_none());
+    }
+
+    #[test]
+    fn rows_are_measured_apart_and_cosine_is_the_normalised_product() {
+        let a = [1.0f32, 0.0, 3.0, 4.0];
+        let b = [1.0f32, 0.0, 0.0, 4.0];
+        let rows = ErrorStats::of_rows(&a, &b, 2, 5);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1].max_index, Some(12), "row 6 starts at element 12");
+        let mut all = ErrorStats::default();
+        rows.iter().for_each(|r| all.merge(r));
+        assert_eq!(all.cosine(), Some(17.0 / (26f64 * 17.0).sqrt()));
+        assert_eq!(ErrorStats::of(&[0.0], &[0.0], 0).cosine(), None);
     }
 
     #[test]

@@ -208,6 +208,7 @@ fn tensor_json(t: &TensorDiff) -> Json {
         "max_abs_error": stats.and_then(|s| s.max_index.map(|_| s.max_abs)),
         "max_error_index": stats.and_then(|s| s.max_index),
         "rmse": stats.and_then(ErrorStats::rmse),
+        "cosine": stats.and_then(ErrorStats::cosine),
         "non_finite_a": stats.map(|s| s.non_finite_a),
         "non_finite_b": stats.map(|s| s.non_finite_b),
         "non_finite_mismatches": stats.map(|s| s.non_finite_mismatches),

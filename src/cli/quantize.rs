@@ -115,6 +115,12 @@ pub struct QuantizeArgs {
     /// The folder --types writes to.
     #[arg(long, value_name = "DIR", requires = "types")]
     out_dir: Option<PathBuf>,
+    /// Measure every converted tensor against the values it was quantized from while it
+    /// is quantized (RMSE, largest absolute error, cosine similarity: what `quantforge
+    /// diff` reports for the source and the output) and write them to FILE as JSON; the
+    /// summary lists the worst tensors.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
     /// Rename the finished output into place without waiting for the disk (no fsync).
     /// A crash of quantforge still never leaves a partial file under OUT, but after a power
     /// cut or a crash of the system OUT may hold data that never reached the disk: for
@@ -504,6 +510,7 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
         kv_overrides,
         imatrix,
         layout,
+        quality: args.report.is_some(),
         durability: if args.no_sync {
             Durability::Unsynced
         } else {
@@ -521,6 +528,12 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     })
     .with_context(|| format!("quantizing {}", args.input.display()))?;
     reporter.finish(&summaries, options.has_imatrix);
+    if let Some(path) = &args.report {
+        let doc = report::quality_json(&args.input, &plans, &targets, &summaries);
+        let text = serde_json::to_string_pretty(&doc)? + "\n";
+        super::io::write_atomic(path, text.as_bytes())
+            .with_context(|| format!("--report {}", path.display()))?;
+    }
     Ok(())
 }
 

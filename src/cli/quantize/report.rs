@@ -6,11 +6,15 @@
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use quantforge::pipeline::imatrix::ImatrixUse;
 use quantforge::pipeline::plan::Plan;
-use quantforge::pipeline::run::{Progress, Summary};
+use quantforge::pipeline::plan::Preset;
+use quantforge::pipeline::run::{Progress, Summary, TensorQuality};
 use quantforge_kernels::GgmlType;
+use serde_json::{Value as Json, json};
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
+use std::path::Path;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -335,6 +339,7 @@ impl<'p> Reporter<'p> {
         }
         for (tally, summary) in self.tallies.iter().zip(summaries) {
             print!("{}", tally.table(summary, imatrix));
+            print!("{}", worst_tensors(&summary.quality));
         }
         if let [first, _, ..] = summaries {
             println!(
@@ -344,6 +349,87 @@ impl<'p> Reporter<'p> {
             );
         }
     }
+}
+
+/// Tensors the summary lists as the worst measured.
+const WORST: usize = 5;
+
+/// The converted tensors furthest from their source values (lowest cosine similarity),
+/// when they were measured.
+fn worst_tensors(quality: &[TensorQuality]) -> String {
+    let mut ranked: Vec<&TensorQuality> = quality.iter().collect();
+    let cos = |q: &TensorQuality| q.stats.cosine().unwrap_or(1.0);
+    ranked.sort_by(|a, b| cos(a).total_cmp(&cos(b)));
+    let mut out = String::new();
+    if ranked.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "  worst tensors (lowest cosine similarity to the source):"
+    );
+    for q in ranked.iter().take(WORST) {
+        let _ = writeln!(
+            out,
+            "    {:<40} {:>5} -> {:<7} cosine {:.6}  rmse {:.3e}  max error {:.3e}",
+            q.name,
+            q.source.name(),
+            q.target.name(),
+            cos(q),
+            q.stats.rmse().unwrap_or(0.0),
+            q.stats.max_abs
+        );
+    }
+    out
+}
+
+/// `--report`: every measured tensor of every output, in plan order, as JSON (the
+/// figures named as `quantforge diff --json` names them, A the source, B the output).
+pub(super) fn quality_json(
+    input: &Path,
+    plans: &[Plan],
+    targets: &[(Preset, PathBuf)],
+    summaries: &[Summary],
+) -> Json {
+    let outputs: Vec<Json> = plans
+        .iter()
+        .zip(targets)
+        .zip(summaries)
+        .map(|((plan, (preset, _)), summary)| {
+            let by_name: HashMap<&str, &TensorQuality> = summary
+                .quality
+                .iter()
+                .map(|q| (q.name.as_str(), q))
+                .collect();
+            let tensors: Vec<Json> = plan
+                .tensors
+                .iter()
+                .filter_map(|t| by_name.get(t.name.as_str()))
+                .map(|q| {
+                    let s = &q.stats;
+                    json!({
+                        "name": q.name,
+                        "source_type": q.source.name(),
+                        "type": q.target.name(),
+                        "elements_compared": s.compared,
+                        "rmse": s.rmse(),
+                        "max_abs_error": s.max_index.map(|_| s.max_abs),
+                        "max_error_index": s.max_index,
+                        "cosine": s.cosine(),
+                    })
+                })
+                .collect();
+            json!({
+                "preset": preset.name,
+                "files": summary.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+                "tensors": tensors,
+            })
+        })
+        .collect();
+    json!({
+        "input": input.display().to_string(),
+        "outputs": outputs,
+    })
 }
 
 /// Tensors of every plan.
@@ -447,6 +533,7 @@ mod tests {
             file_size: 1 << 20,
             files: vec!["out.gguf".into()],
             seconds: 0.5,
+            quality: Vec::new(),
         };
         let table = tally.table(&summary, true);
         let expected = "\

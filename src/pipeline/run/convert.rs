@@ -5,6 +5,7 @@
 //! importance values.
 
 use super::RunError;
+use super::quality::Quality;
 use super::schedule::{Extent, RowSizes, group_bytes, row_sizes, task_rows};
 use super::write::{Filled, Job};
 use crate::model::Tensor;
@@ -212,7 +213,11 @@ impl Job<'_, '_> {
                 let done = widened.and_then(|()| {
                     ys.into_iter().try_for_each(|(k, y)| {
                         let t = &self.plans[k].tensors[tensor];
-                        quantize_rows(t, &f32s[..n], first_row, self.weights[k][tensor], y)
+                        quantize_rows(t, &f32s[..n], first_row, self.weights[k][tensor], y)?;
+                        match self.quality {
+                            Some(q) => measure(q, k, tensor, t, &f32s[..n], y, first_row),
+                            None => Ok(()),
+                        }
                     })
                 });
                 SCRATCH.set(f32s);
@@ -269,6 +274,33 @@ thread_local! {
     /// Each worker's source rows put in reading order, for tensors read in interleaved
     /// row groups.
     static REORDERED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    /// Each worker's dequantized output rows, for the quality report.
+    static DEQUANTIZED: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Dequantizes the rows `y` of `t` (output `k`'s tensor `tensor`), quantized from
+/// `source`, and measures their error for the quality report.
+fn measure(
+    q: &Quality,
+    k: usize,
+    tensor: usize,
+    t: &TensorPlan,
+    source: &[f32],
+    y: &[u8],
+    first_row: usize,
+) -> Result<(), RunError> {
+    let mut out = DEQUANTIZED.take();
+    out.resize(source.len(), 0.0);
+    let done =
+        quantforge_kernels::dequantize(t.target, y, &mut out).map_err(|cause| RunError::Codec {
+            tensor: t.name.clone(),
+            cause,
+        });
+    if done.is_ok() {
+        q.measure(k, tensor, source, &out, t.ne[0] as usize, first_row);
+    }
+    DEQUANTIZED.set(out);
+    done
 }
 
 /// Widens the source rows `x` of `t`, from row `first_row` of the tensor on, into `f32s`.

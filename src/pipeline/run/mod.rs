@@ -36,11 +36,12 @@
 mod convert;
 mod header;
 mod progress;
+mod quality;
 mod schedule;
 mod write;
 
 pub use header::{OutputPart, output_header, output_metadata, output_parts, planned_files};
-pub use progress::Progress;
+pub use progress::{Progress, TensorQuality};
 
 use super::imatrix::{Imatrix, ImatrixError, ImatrixUse};
 use super::plan::{Plan, TensorSpec};
@@ -145,6 +146,9 @@ pub struct RunOptions {
     /// Whether the finished files are fsynced before they take their names
     /// ([`Durability::Synced`], the default) or only renamed (`--no-sync`).
     pub durability: Durability,
+    /// Measure every converted tensor's error against its source values as it is
+    /// quantized (`--report`): [`Summary::quality`].
+    pub quality: bool,
 }
 
 /// The files a run writes. With anything but [`OutputLayout::Single`] the output path
@@ -183,6 +187,9 @@ pub struct Summary {
     pub files: Vec<PathBuf>,
     /// Wall time in seconds.
     pub seconds: f64,
+    /// With [`RunOptions::quality`], each converted tensor's error, in the order the
+    /// tensors were finished.
+    pub quality: Vec<TensorQuality>,
 }
 
 /// The tensor list of a model as [`super::plan::plan`] takes it: in model order, with
@@ -337,14 +344,25 @@ pub fn run_many(
     }
     let pieces = schedule::pieces(&plans, &sources, &places)?;
     let batches = schedule::batches(&pieces);
+    let quality = options
+        .quality
+        .then(|| quality::Quality::new(plans.iter().map(|p| p.tensors.len())));
     let job = Job {
+        quality: quality.as_ref(),
         plans: &plans,
         sources: &sources,
         weights: &weights,
         pieces: &pieces,
         batches: &batches,
     };
-    let mut tracker = Tracker::new(&plans, &uses, &weights, &pieces, &mut progress);
+    let mut tracker = Tracker::new(
+        &plans,
+        &uses,
+        &weights,
+        &pieces,
+        quality.as_ref(),
+        &mut progress,
+    );
     pool.install(|| job.write_all(&mut files, headers, &mut tracker))?;
     let mut summaries = tracker.into_summaries();
     // Only once every file is complete does any take its name.

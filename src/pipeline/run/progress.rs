@@ -2,7 +2,9 @@
 //! piece is on disk, and the [`Summary`] counts.
 
 use super::Summary;
+use super::quality::Quality;
 use super::schedule::Piece;
+use crate::diff::ErrorStats;
 use crate::pipeline::imatrix::ImatrixUse;
 use crate::pipeline::plan::{Plan, TensorPlan};
 
@@ -25,6 +27,19 @@ pub struct Progress<'a> {
     pub imatrix: Option<ImatrixUse>,
 }
 
+/// One converted tensor's error against its source values (`quantize --report`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorQuality {
+    /// Its name in the output.
+    pub name: String,
+    /// Its type in the source.
+    pub source: quantforge_kernels::GgmlType,
+    /// Its type in the output.
+    pub target: quantforge_kernels::GgmlType,
+    /// The figures of its dequantized output (B) against the source values (A).
+    pub stats: ErrorStats,
+}
+
 /// One output's tensors written so far.
 struct Tally<'a> {
     plan: &'a Plan,
@@ -40,6 +55,7 @@ struct Tally<'a> {
 /// The tensors written so far, for each output: the summaries and the progress calls.
 pub(super) struct Tracker<'a, 'p> {
     outputs: Vec<Tally<'a>>,
+    quality: Option<&'a Quality>,
     progress: &'p mut (dyn FnMut(&Progress<'_>) + Send),
 }
 
@@ -52,6 +68,7 @@ impl<'a, 'p> Tracker<'a, 'p> {
         uses: &'a [Vec<Option<ImatrixUse>>],
         weighted: &'a [Vec<Option<&'a [f32]>>],
         pieces: &[Vec<Piece>],
+        quality: Option<&'a Quality>,
         progress: &'p mut (dyn FnMut(&Progress<'_>) + Send),
     ) -> Tracker<'a, 'p> {
         let outputs = plans
@@ -74,7 +91,11 @@ impl<'a, 'p> Tracker<'a, 'p> {
                 }
             })
             .collect();
-        Tracker { outputs, progress }
+        Tracker {
+            outputs,
+            quality,
+            progress,
+        }
     }
 
     /// What was written to each output, once everything was.
@@ -100,6 +121,14 @@ impl<'a, 'p> Tracker<'a, 'p> {
             o.summary.imatrix_used += usize::from(o.weighted[i].is_some());
             o.summary.bytes_in += bytes_in;
             o.summary.bytes_out += o.bytes_out[i];
+            if let Some(q) = self.quality.filter(|_| t.converts()) {
+                o.summary.quality.push(TensorQuality {
+                    name: t.name.clone(),
+                    source: t.source,
+                    target: t.target,
+                    stats: q.take(k, i),
+                });
+            }
             (self.progress)(&Progress {
                 output: k,
                 done: o.summary.tensors,

@@ -6,6 +6,7 @@
 use super::RunError;
 use super::header::OutputPart;
 use super::progress::Tracker;
+use super::quality::Quality;
 use super::schedule::{Extent, Piece, Place, conversion_order};
 use crate::model::Tensor;
 use crate::pipeline::plan::Plan;
@@ -51,6 +52,8 @@ pub(super) struct Job<'a, 's> {
     /// The pieces grouped into batches ([`super::schedule::batches`]), the same for every
     /// output.
     pub(super) batches: &'a [Range<usize>],
+    /// Where converted rows are measured, with `--report`.
+    pub(super) quality: Option<&'a Quality>,
 }
 
 impl Job<'_, '_> {

@@ -202,3 +202,67 @@ fn keep_split_and_a_size_limit_do_not_go_together() {
     assert_eq!(out.status.code(), Some(2));
     assert!(names(dir.path()).is_empty());
 }
+
+/// Runs `quantize INPUT OUT` with `args` once whole and once per part with `--only-part
+/// K` (each into a folder of its own), and asserts the `parts` files written apart are
+/// the whole run's, byte for byte.
+fn parts_apart_equal_the_whole_set(input: &std::path::Path, args: &[&str], parts: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, apart) = (dir.path().join("whole"), dir.path().join("apart"));
+    std::fs::create_dir(&whole).unwrap();
+    std::fs::create_dir(&apart).unwrap();
+    let run = |folder: &std::path::Path, more: &[&str]| {
+        let out = folder.join("q.gguf");
+        let mut all = vec!["quantize", "-q", s(input), s(&out)];
+        all.extend(args);
+        all.extend(more);
+        ok(&quantforge(&all));
+    };
+    run(&whole, &[]);
+    for k in 1..=parts {
+        let k = k.to_string();
+        run(&apart, &["--only-part", &k]);
+    }
+    let files = names(&whole);
+    assert_eq!(files.len(), parts, "{files:?}");
+    assert_eq!(files, names(&apart));
+    for f in files {
+        assert!(
+            std::fs::read(whole.join(&f)).unwrap() == std::fs::read(apart.join(&f)).unwrap(),
+            "{f} written apart differs from the whole run's"
+        );
+    }
+    // A part the set does not have, and no split layout at all, are refused.
+    let out = dir.path().join("x.gguf");
+    let mut beyond = vec!["quantize", s(input), s(&out)];
+    beyond.extend(args);
+    let k = (parts + 1).to_string();
+    beyond.extend(["--only-part", &k]);
+    model_cli::fails_naming(
+        &quantforge(&beyond),
+        &format!("--only-part {k}: the output is a set of {parts} part(s)"),
+    );
+    model_cli::fails_naming(
+        &quantforge(&["quantize", s(input), s(&out), "Q8_0", "--only-part", "1"]),
+        "--only-part needs a split set",
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn only_part_writes_the_whole_set_s_part() {
+    parts_apart_equal_the_whole_set(&tiny(), &["Q4_K_M", "--split-max-tensors", "13"], 3);
+    parts_apart_equal_the_whole_set(&tiny(), &["IQ4_XS", "--split-max-size", "600K"], 3);
+    // --keep-split of a three-file input.
+    let dir = tempfile::tempdir().unwrap();
+    let per_part = GgufModel::open(tiny()).unwrap().n_tensors().div_ceil(3);
+    ok(&quantforge(&[
+        "convert",
+        s(&tiny()),
+        s(&dir.path().join("tiny.gguf")),
+        "--split-max-tensors",
+        &per_part.to_string(),
+    ]));
+    let first = dir.path().join("tiny-00001-of-00003.gguf");
+    parts_apart_equal_the_whole_set(&first, &["Q8_0", "--keep-split"], 3);
+}

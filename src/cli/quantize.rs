@@ -100,6 +100,11 @@ pub struct QuantizeArgs {
     /// Cut the output into a split set of at most N tensors per part.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     split_max_tensors: Option<u64>,
+    /// Of a split set (--keep-split, --split-max-size, --split-max-tensors), write only
+    /// part K (from 1): the same file as part K of the whole run, reading and converting
+    /// only its tensors. N runs with K = 1..N (a job array, one machine each) make the set.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    only_part: Option<u64>,
     /// Print the per-tensor plan and sizes; write nothing.
     #[arg(long)]
     dry_run: bool,
@@ -480,6 +485,11 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     } else {
         OutputLayout::Single
     };
+    if args.only_part.is_some() && layout == OutputLayout::Single {
+        bail!(
+            "--only-part needs a split set: --keep-split, --split-max-size or --split-max-tensors"
+        );
+    }
     let outputs: Vec<PathBuf> = targets
         .iter()
         .map(|(_, path)| match layout {
@@ -511,6 +521,9 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
         imatrix,
         layout,
         quality: args.report.is_some(),
+        only_part: args
+            .only_part
+            .map(|k| usize::try_from(k).unwrap_or(usize::MAX)),
         durability: if args.no_sync {
             Durability::Unsynced
         } else {

@@ -120,6 +120,14 @@ pub enum RunError {
     /// Reading the model (a safetensors model's keys, a tensor's pages).
     #[error(transparent)]
     Model(#[from] crate::error::Error),
+    /// `--only-part` names a part the split set does not have.
+    #[error("--only-part {part}: the output is a set of {parts} part(s)")]
+    NoSuchPart {
+        /// The part asked for (from 1).
+        part: usize,
+        /// Parts in the set.
+        parts: usize,
+    },
     /// The thread pool could not be built.
     #[error("cannot start {threads} threads: {cause}")]
     Threads {
@@ -149,6 +157,9 @@ pub struct RunOptions {
     /// Measure every converted tensor's error against its source values as it is
     /// quantized (`--report`): [`Summary::quality`].
     pub quality: bool,
+    /// `--only-part K`: of a split layout, write only part K (from 1), the same bytes as
+    /// that part of the whole set; its tensors are the only ones read and converted.
+    pub only_part: Option<usize>,
 }
 
 /// The files a run writes. With anything but [`OutputLayout::Single`] the output path
@@ -248,7 +259,22 @@ pub fn run_many(
 ) -> Result<Vec<Summary>, RunError> {
     let start = Instant::now();
     let tensors = model.tensors()?;
-    let plans: Vec<&Plan> = targets.iter().map(|t| t.plan).collect();
+    // With --only-part, each output's plan is cut to the tensors of that part.
+    let part_plans = match options.only_part {
+        Some(k) => {
+            let metadata = model.gguf_metadata()?;
+            let plans = targets
+                .iter()
+                .map(|t| part_plan(&metadata, t, k, options))
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(plans)
+        }
+        None => None,
+    };
+    let plans: Vec<&Plan> = match &part_plans {
+        Some(plans) => plans.iter().collect(),
+        None => targets.iter().map(|t| t.plan).collect(),
+    };
     let Some(first) = plans.first() else {
         return Ok(Vec::new());
     };
@@ -327,7 +353,10 @@ pub fn run_many(
     let mut outputs = Outputs::default();
     for target in targets {
         let header = output_header(&metadata, target.plan, &options.kv_overrides)?;
-        let parts = output_parts(header, target.plan, target.output, options.layout)?;
+        let mut parts = output_parts(header, target.plan, target.output, options.layout)?;
+        if let Some(k) = options.only_part {
+            parts = vec![parts.swap_remove(k - 1)];
+        }
         outputs.add(&parts, options.durability)?;
     }
     drop(metadata);
@@ -382,4 +411,30 @@ pub fn run_many(
         summary.seconds = seconds;
     }
     Ok(summaries)
+}
+
+/// The plan of part `k` (from 1) of `target`'s split set: its tensors only, which the
+/// parts hold in plan order.
+fn part_plan(
+    metadata: &quantforge_formats::gguf::Metadata,
+    target: &Target<'_>,
+    k: usize,
+    options: &RunOptions,
+) -> Result<Plan, RunError> {
+    let header = output_header(metadata, target.plan, &options.kv_overrides)?;
+    let parts = output_parts(header, target.plan, target.output, options.layout)?;
+    if k == 0 || k > parts.len() {
+        return Err(RunError::NoSuchPart {
+            part: k,
+            parts: parts.len(),
+        });
+    }
+    let before: usize = parts[..k - 1]
+        .iter()
+        .map(|p| p.header.tensors().len())
+        .sum();
+    let count = parts[k - 1].header.tensors().len();
+    let mut plan = target.plan.clone();
+    plan.tensors = plan.tensors[before..before + count].to_vec();
+    Ok(plan)
 }

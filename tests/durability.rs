@@ -290,7 +290,9 @@ fn a_killed_run_leaves_nothing_or_everything_under_out() {
         // the output.
         for name in entries(&out_dir) {
             assert!(
-                name == "out.gguf" || (name.starts_with(".quantforge-") && name.ends_with(".tmp")),
+                name == "out.gguf"
+                    || (name == "out.gguf.qf.json" && out.exists())
+                    || (name.starts_with(".quantforge-") && name.ends_with(".tmp")),
                 "kill point {k}: {name}"
             );
         }

@@ -8,6 +8,14 @@ use model_cli::{arg as s, fails_naming, names, quantforge, success, tiny};
 use quantforge::formats::gguf::{GgufBuilder, GgufFile, Value};
 use quantforge::kernels::GgmlType;
 
+/// Removes an output and its manifest.
+fn remove_output(out: &std::path::Path) {
+    std::fs::remove_file(out).unwrap();
+    let mut manifest = out.as_os_str().to_owned();
+    manifest.push(".qf.json");
+    std::fs::remove_file(manifest).unwrap();
+}
+
 /// The type of `name` in the GGUF at `path`.
 fn type_of(path: &std::path::Path, name: &str) -> String {
     let file = GgufFile::open(path).unwrap();
@@ -114,7 +122,7 @@ fn no_fallback_refuses_listing_the_tensors() {
         "Q4_K_M",
         "--no-fallback",
     ]));
-    std::fs::remove_file(&out).unwrap();
+    remove_output(&out);
     // Rows of 320 fit no 256-wide k-quant block: llama.cpp falls back to q5_0.
     let input = dir.path().join("narrow.gguf");
     let mut b = GgufBuilder::new();
@@ -135,7 +143,7 @@ fn no_fallback_refuses_listing_the_tensors() {
         "Q4_K_M",
     ]));
     assert_eq!(type_of(&out, "blk.0.attn_q.weight"), "q5_0");
-    std::fs::remove_file(&out).unwrap();
+    remove_output(&out);
     for dry in [&["--dry-run"][..], &[]] {
         let mut args = vec!["quantize", s(&input), s(&out), "Q4_K_M", "--no-fallback"];
         args.extend(dry);

@@ -105,5 +105,5 @@ fn a_write_that_fits_succeeds_under_the_same_limit() {
         "{}",
         String::from_utf8_lossy(&res.stderr)
     );
-    assert_eq!(entries(dir.path()), vec!["out.gguf".to_string()]);
+    assert_eq!(entries(dir.path()), ["out.gguf", "out.gguf.qf.json"]);
 }

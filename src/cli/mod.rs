@@ -18,6 +18,7 @@ mod quantize;
 mod safetensors;
 mod set_meta;
 mod types;
+mod verify;
 
 /// quantforge: ggml block-format quantization, byte-identical to ggml.
 #[derive(Parser, Debug)]
@@ -47,6 +48,9 @@ enum Command {
     Dequantize(dequantize::DequantizeArgs),
     /// Compare two models tensor by tensor: types, bytes, max abs error, RMSE.
     Diff(diff::DiffArgs),
+    /// Check a quantized file, or every part of its split set, against the manifests
+    /// `quantize` wrote beside them.
+    Verify(verify::VerifyArgs),
 }
 
 /// Runs the command line of this process and returns its exit code.
@@ -87,5 +91,6 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Quantize(args) => quantize::run(*args),
         Command::Dequantize(args) => dequantize::run(args),
         Command::Diff(args) => diff::run(args),
+        Command::Verify(args) => verify::run(args),
     }
 }

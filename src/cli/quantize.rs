@@ -4,6 +4,7 @@
 //! writes the result through [`quantforge::pipeline::run`]. What it prints while and after it
 //! runs (progress bar or lines, summary table) is in `report`.
 
+pub(super) mod manifest;
 mod report;
 
 use super::file_kind::{self, FileKind};
@@ -541,6 +542,14 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     })
     .with_context(|| format!("quantizing {}", args.input.display()))?;
     reporter.finish(&summaries, options.has_imatrix);
+    for ((plan, (preset, _)), summary) in plans.iter().zip(&targets).zip(&summaries) {
+        let facts = manifest::RunFacts {
+            input: &args.input,
+            preset: *preset,
+            imatrix: args.imatrix.as_deref(),
+        };
+        manifest::write(&facts, plan, summary)?;
+    }
     if let Some(path) = &args.report {
         let doc = report::quality_json(&args.input, &plans, &targets, &summaries);
         let text = serde_json::to_string_pretty(&doc)? + "\n";

@@ -46,11 +46,21 @@ pub fn fails_naming(out: &Output, needle: &str) {
     assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err}");
 }
 
-/// The names of the files in `dir`, sorted.
+/// The names of the files in `dir`, sorted, leaving out the manifests `quantize` writes
+/// beside its outputs (`FILE.qf.json`, each asserted to have its FILE).
 pub fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
+    let all: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for name in &all {
+        if let Some(output) = name.strip_suffix(".qf.json") {
+            assert!(all.iter().any(|n| n == output), "{name} without {output}");
+        }
+    }
+    let mut v: Vec<String> = all
+        .into_iter()
+        .filter(|n| !n.ends_with(".qf.json"))
         .collect();
     v.sort();
     v

@@ -533,7 +533,7 @@ mod tests {
             file_size: 1 << 20,
             files: vec!["out.gguf".into()],
             seconds: 0.5,
-            quality: Vec::new(),
+            ..Summary::default()
         };
         let table = tally.table(&summary, true);
         let expected = "\

@@ -5,6 +5,7 @@
 //! importance values.
 
 use super::RunError;
+use super::digest::rows_digest;
 use super::quality::Quality;
 use super::schedule::{Extent, RowSizes, group_bytes, row_sizes, task_rows};
 use super::write::{Filled, Job};
@@ -134,6 +135,7 @@ impl Job<'_, '_> {
             let first_row = piece.src.start / src_row;
             for (n, x) in src.chunks(task_rows * src_row).enumerate() {
                 let task_row_count = x.len() / src_row;
+                let task_first = first_row + n * task_rows;
                 let mut ys = Vec::with_capacity(converted.len());
                 for (k, out) in &mut converted {
                     let dst_row = rows[*k].map_or(0, |r| r.dst);
@@ -141,32 +143,45 @@ impl Job<'_, '_> {
                     *out = more;
                     ys.push((*k, y));
                 }
-                for (_, out) in &mut copied {
+                for (k, out) in &mut copied {
                     let (y, more) = std::mem::take(out).split_at_mut(x.len());
                     *out = more;
-                    tasks.push(Task::Copy { tensor, x, y });
+                    tasks.push(Task::Copy {
+                        tensor,
+                        output: *k,
+                        x,
+                        first_row: task_first,
+                        hash_source: false,
+                        y,
+                    });
                 }
                 if !ys.is_empty() {
                     tasks.push(Task::Convert {
                         tensor,
                         x,
                         rows: task_row_count,
-                        first_row: first_row + n * task_rows,
+                        first_row: task_first,
                         ys,
                     });
                 }
             }
             return Ok(());
         }
-        let chunk = if group > 1 {
-            let t = &self.plans[0].tensors[tensor];
-            COPY_TASK_BYTES.next_multiple_of(group_bytes(t, source.len(), group))
-        } else {
-            COPY_TASK_BYTES
-        };
-        for (_, out) in copied {
-            for (x, y) in src.chunks(chunk).zip(out.chunks_mut(chunk)) {
-                tasks.push(Task::Copy { tensor, x, y });
+        // Copied by every output: in whole rows (row groups), the source hashed once.
+        let t = &self.plans[0].tensors[tensor];
+        let row_bytes = group_bytes(t, source.len(), 1);
+        let chunk = COPY_TASK_BYTES.next_multiple_of(group_bytes(t, source.len(), group.max(1)));
+        let first_row = piece.src.start / row_bytes;
+        for (c, (k, out)) in copied.into_iter().enumerate() {
+            for (n, (x, y)) in src.chunks(chunk).zip(out.chunks_mut(chunk)).enumerate() {
+                tasks.push(Task::Copy {
+                    tensor,
+                    output: k,
+                    x,
+                    first_row: first_row + n * chunk / row_bytes,
+                    hash_source: c == 0,
+                    y,
+                });
             }
         }
         Ok(())
@@ -175,18 +190,32 @@ impl Job<'_, '_> {
     /// Runs one task of [`Job::fill`].
     fn run_task(&self, task: Task<'_, '_>) -> Result<(), RunError> {
         match task {
-            Task::Copy { tensor, x, y } => {
+            Task::Copy {
+                tensor,
+                output,
+                x,
+                first_row,
+                hash_source,
+                y,
+            } => {
                 let source = self.sources[tensor];
-                if source.row_group() > 1 {
-                    let rows: u64 = self.plans[0].tensors[tensor].ne[1..].iter().product();
-                    let row_bytes = source.len() / rows.max(1) as usize;
+                let row_bytes = group_bytes(&self.plans[0].tensors[tensor], source.len(), 1);
+                let first_row = first_row as u64;
+                let source_digest = hash_source.then(|| rows_digest(x, row_bytes, first_row));
+                if let Some(d) = source_digest {
+                    self.digests.add_source(tensor, d);
+                }
+                let output_digest = if source.row_group() > 1 {
                     let mut buf = REORDERED.take();
                     source.reorder_groups(x, row_bytes, &mut buf);
                     y.copy_from_slice(&buf);
                     REORDERED.set(buf);
+                    rows_digest(y, row_bytes, first_row)
                 } else {
                     y.copy_from_slice(x);
-                }
+                    source_digest.unwrap_or_else(|| rows_digest(y, row_bytes, first_row))
+                };
+                self.digests.add_output(output, tensor, output_digest);
                 Ok(())
             }
             Task::Convert {
@@ -198,6 +227,9 @@ impl Job<'_, '_> {
             } => {
                 let t = &self.plans[0].tensors[tensor];
                 let n = rows * t.ne[0] as usize;
+                let first = first_row as u64;
+                let source_digest = rows_digest(x, x.len() / rows.max(1), first);
+                self.digests.add_source(tensor, source_digest);
                 let mut f32s = SCRATCH.take();
                 f32s.resize(n, 0.0);
                 let source = self.sources[tensor];
@@ -214,6 +246,8 @@ impl Job<'_, '_> {
                     ys.into_iter().try_for_each(|(k, y)| {
                         let t = &self.plans[k].tensors[tensor];
                         quantize_rows(t, &f32s[..n], first_row, self.weights[k][tensor], y)?;
+                        let digest = rows_digest(y, y.len() / rows.max(1), first);
+                        self.digests.add_output(k, tensor, digest);
                         match self.quality {
                             Some(q) => measure(q, k, tensor, t, &f32s[..n], y, first_row),
                             None => Ok(()),
@@ -238,10 +272,15 @@ enum Task<'s, 'o> {
         first_row: usize,
         ys: Vec<(usize, &'o mut [u8])>,
     },
-    /// Bytes of a copied tensor (whole row groups of one read in interleaved groups).
+    /// Whole rows (row groups, for a tensor read in interleaved groups) of a tensor
+    /// output `output` copies, from row `first_row` on; `hash_source`: this task's rows
+    /// count in the source tensor's digest (one task per source row does).
     Copy {
         tensor: usize,
+        output: usize,
         x: &'s [u8],
+        first_row: usize,
+        hash_source: bool,
         y: &'o mut [u8],
     },
 }

@@ -34,6 +34,7 @@
 //! the slabs it returns) and `progress` (the summary and the reports).
 
 mod convert;
+pub mod digest;
 mod header;
 mod progress;
 mod quality;
@@ -201,6 +202,47 @@ pub struct Summary {
     /// With [`RunOptions::quality`], each converted tensor's error, in the order the
     /// tensors were finished.
     pub quality: Vec<TensorQuality>,
+    /// Each file's header, as [`Summary::files`] lists them.
+    pub headers: Vec<FileHeader>,
+    /// Every tensor written, in plan order: where it is and its digests.
+    pub records: Vec<TensorRecord>,
+    /// Every file of the output's set, written or not (with [`RunOptions::only_part`],
+    /// [`Summary::files`] is one of them).
+    pub set: Vec<PathBuf>,
+    /// The index in [`Summary::set`] of the first file written.
+    pub first_part: usize,
+}
+
+/// A written file's header: what `quantforge verify` checks it by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileHeader {
+    /// Its bytes (the tensor data starts there).
+    pub data_offset: u64,
+    /// Their [`digest::header_digest`].
+    pub digest: u64,
+}
+
+/// A tensor written by a run, for its manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorRecord {
+    /// Its name.
+    pub name: String,
+    /// Its type in the output.
+    pub ty: GgmlType,
+    /// Its type in the source.
+    pub source_type: GgmlType,
+    /// Its shape (ggml order).
+    pub ne: [u64; 4],
+    /// The file it is in (an index into [`Summary::files`]).
+    pub file: usize,
+    /// Its data's offset in that file.
+    pub offset: u64,
+    /// Its data's bytes.
+    pub size: u64,
+    /// The [`digest`] of its source data (as stored in the source).
+    pub source_digest: u64,
+    /// The [`digest`] of its data in the output.
+    pub digest: u64,
 }
 
 /// The tensor list of a model as [`super::plan::plan`] takes it: in model order, with
@@ -351,9 +393,12 @@ pub fn run_many(
     // source's metadata) is built at a time.
     let metadata = model.gguf_metadata()?;
     let mut outputs = Outputs::default();
+    let mut sets = Vec::with_capacity(targets.len());
     for target in targets {
         let header = output_header(&metadata, target.plan, &options.kv_overrides)?;
         let mut parts = output_parts(header, target.plan, target.output, options.layout)?;
+        let set: Vec<PathBuf> = parts.iter().map(|p| p.path.clone()).collect();
+        sets.push((set, options.only_part.map_or(0, |k| k - 1)));
         if let Some(k) = options.only_part {
             parts = vec![parts.swap_remove(k - 1)];
         }
@@ -365,6 +410,7 @@ pub fn run_many(
         owners,
         headers,
         places,
+        header_digests,
     } = outputs;
     if places.iter().any(|p| p.len() != first.tensors.len()) {
         return Err(RunError::PlanMismatch(
@@ -376,7 +422,9 @@ pub fn run_many(
     let quality = options
         .quality
         .then(|| quality::Quality::new(plans.iter().map(|p| p.tensors.len())));
+    let digests = digest::Digests::new(plans.len(), first.tensors.len());
     let job = Job {
+        digests: &digests,
         quality: quality.as_ref(),
         plans: &plans,
         sources: &sources,
@@ -394,9 +442,32 @@ pub fn run_many(
     );
     pool.install(|| job.write_all(&mut files, headers, &mut tracker))?;
     let mut summaries = tracker.into_summaries();
+    for (k, (summary, (set, first_part))) in summaries.iter_mut().zip(sets).enumerate() {
+        summary.set = set;
+        summary.first_part = first_part;
+        let first_file = owners.iter().position(|&o| o == k).unwrap_or(0);
+        summary.records = plans[k]
+            .tensors
+            .iter()
+            .zip(&places[k])
+            .enumerate()
+            .map(|(i, (t, place))| TensorRecord {
+                name: t.name.clone(),
+                ty: t.target,
+                source_type: t.source,
+                ne: t.ne,
+                file: place.part - first_file,
+                offset: place.at,
+                size: t.bytes_as(t.target).unwrap_or(0),
+                source_digest: digests.source(i),
+                digest: digests.output(k, i),
+            })
+            .collect();
+    }
     // Only once every file is complete does any take its name.
-    for (file, k) in files.into_iter().zip(owners) {
+    for ((file, k), header) in files.into_iter().zip(owners).zip(header_digests) {
         let summary = &mut summaries[k];
+        summary.headers.push(header);
         summary.file_size += file.len();
         summary.files.push(file.path().to_path_buf());
         let path = file.path().to_path_buf();

@@ -75,11 +75,11 @@ pub(super) fn pieces(
                 )
             }
             None if ts.iter().all(|t| t.converts()) => (1, SLAB_BYTES),
-            None if group > 1 => {
-                let bytes = group_bytes(ts[0], len, group);
+            // Copied: cut in whole rows (row groups), so that rows are hashed as they pass.
+            None => {
+                let bytes = group_bytes(ts[0], len, group.max(1));
                 (bytes, (SLAB_BYTES / 2 / bytes).max(1))
             }
-            None => (1, SLAB_BYTES / 2),
         };
         for (k, (t, row)) in ts.iter().zip(&rows).enumerate() {
             let place = &places[k][i];

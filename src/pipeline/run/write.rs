@@ -3,7 +3,9 @@
 //! from the slab itself: see [`PlacedFile`]), and the loop that hands it slabs as the
 //! workers fill them, reusing at most [`SLABS`] of them.
 
+use super::FileHeader;
 use super::RunError;
+use super::digest::{Digests, header_digest};
 use super::header::OutputPart;
 use super::progress::Tracker;
 use super::quality::Quality;
@@ -54,6 +56,8 @@ pub(super) struct Job<'a, 's> {
     pub(super) batches: &'a [Range<usize>],
     /// Where converted rows are measured, with `--report`.
     pub(super) quality: Option<&'a Quality>,
+    /// Where the tensors' digests are summed.
+    pub(super) digests: &'a Digests,
 }
 
 impl Job<'_, '_> {
@@ -253,6 +257,8 @@ pub(super) struct Outputs {
     pub(super) files: Vec<PlacedFile>,
     /// The output each file belongs to.
     pub(super) owners: Vec<usize>,
+    /// Each file's header: its length and digest.
+    pub(super) header_digests: Vec<FileHeader>,
     /// Each file's header bytes, to write first.
     pub(super) headers: Vec<Filled>,
     /// For each output, each tensor's place, in plan order.
@@ -272,6 +278,10 @@ impl Outputs {
         for part in parts {
             let p = self.files.len();
             let (file, header) = Self::create_part(part, p, output, durability, &mut placed)?;
+            self.header_digests.push(FileHeader {
+                data_offset: header.len as u64,
+                digest: header_digest(&header.slab.as_slice()[..header.len]),
+            });
             self.files.push(file);
             self.owners.push(output);
             self.headers.push(header);

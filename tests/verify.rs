@@ -3,6 +3,8 @@
 //! split set made part by part on separate runs verifies, and a corrupted, truncated or
 //! missing part is caught with exit code 2.
 
+#[path = "../formats/tests/gguf_common/mod.rs"]
+mod gguf_common;
 mod model_cli;
 
 use model_cli::{arg as s, fails_naming, quantforge, success, tiny};
@@ -154,4 +156,123 @@ fn every_output_of_a_one_pass_run_and_of_a_copy_verifies() {
             }
         }
     }
+}
+
+/// The parts of `prefix` (`q.gguf` in `dir`), `n` of them.
+fn parts(dir: &Path, n: u32) -> Vec<PathBuf> {
+    (1..=n)
+        .map(|k| dir.join(format!("q-{k:05}-of-{n:05}.gguf")))
+        .collect()
+}
+
+#[test]
+fn resume_keeps_verified_parts_and_remakes_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, resumed) = (dir.path().join("whole"), dir.path().join("resumed"));
+    std::fs::create_dir(&whole).unwrap();
+    std::fs::create_dir(&resumed).unwrap();
+    let split = ["Q4_K_M", "--split-max-tensors", "13"];
+    let input = tiny();
+    let run = |folder: &Path, more: &[&str]| {
+        let out = folder.join("q.gguf");
+        let mut args = vec!["quantize", s(&input), s(&out)];
+        args.extend(split);
+        args.extend(more);
+        success(&quantforge(&args))
+    };
+    run(&whole, &[]);
+    run(&resumed, &["--resume"]);
+    let (want, got) = (parts(&whole, 3), parts(&resumed, 3));
+    let same = |k: usize| std::fs::read(&want[k]).unwrap() == std::fs::read(&got[k]).unwrap();
+    assert!((0..3).all(same));
+    // A damaged part and a lost one are made again; the good one is kept as it is.
+    flip(&got[1], 5000);
+    std::fs::remove_file(&got[2]).unwrap();
+    let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let kept = inode(&got[0]);
+    let text = run(&resumed, &["--resume"]);
+    assert!(
+        text.contains(&format!("kept {}: verified", s(&got[0]))),
+        "{text}"
+    );
+    assert!(text.contains(&format!("remaking {}", s(&got[1]))), "{text}");
+    assert_eq!(inode(&got[0]), kept);
+    assert!((0..3).all(same));
+    // Another preset's parts under the same names are not this run's.
+    let out = resumed.join("q.gguf");
+    let mut args = vec!["quantize", s(&input), s(&out)];
+    args.extend(["Q8_0", "--split-max-tensors", "13", "--resume"]);
+    let text = success(&quantforge(&args));
+    assert_eq!(text.matches("made by another run").count(), 3, "{text}");
+}
+
+#[test]
+fn a_resumed_run_killed_mid_way_finishes_as_an_uninterrupted_one() {
+    let Some(q4) = gguf_common::gemma_gguf() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let f16 = dir.path().join("gemma-f16.gguf");
+    success(&quantforge(&[
+        "quantize",
+        "-q",
+        "--allow-requantize",
+        s(&q4),
+        s(&f16),
+        "F16",
+    ]));
+    let (whole, resumed) = (dir.path().join("whole"), dir.path().join("resumed"));
+    std::fs::create_dir(&whole).unwrap();
+    std::fs::create_dir(&resumed).unwrap();
+    let args = |folder: &Path, resume: bool| {
+        let mut a = vec![
+            "quantize".to_string(),
+            "-q".into(),
+            s(&f16).into(),
+            s(&folder.join("q.gguf")).into(),
+            "Q5_K_M".into(),
+            "--split-max-tensors".into(),
+            "60".into(),
+        ];
+        if resume {
+            a.push("--resume".into());
+        }
+        a
+    };
+    success(&quantforge(
+        &args(&whole, false)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    ));
+    // Killed once its first part is committed (its manifest follows the file).
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_quantforge"))
+        .args(args(&resumed, true))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let first_manifest = resumed.join("q-00001-of-00004.gguf.qf.json");
+    let start = std::time::Instant::now();
+    while !first_manifest.exists() && start.elapsed().as_secs() < 60 {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(first_manifest.exists(), "the first part was never finished");
+    let text = success(&quantforge(
+        &args(&resumed, true)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    ));
+    assert!(text.contains("kept "), "{text}");
+    for (a, b) in parts(&whole, 4).iter().zip(parts(&resumed, 4)) {
+        assert!(
+            std::fs::read(a).unwrap() == std::fs::read(&b).unwrap(),
+            "{}",
+            s(&b)
+        );
+    }
+    // Nothing else is left behind: no temporary files of the killed run's parts.
+    assert_eq!(model_cli::names(&resumed).len(), 4);
 }

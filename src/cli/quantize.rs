@@ -106,6 +106,12 @@ pub struct QuantizeArgs {
     /// only its tensors. N runs with K = 1..N (a job array, one machine each) make the set.
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
     only_part: Option<u64>,
+    /// Make a split set part by part, each part committed with its manifest as soon as it
+    /// is done, keeping the parts an earlier run finished: those whose files verify
+    /// against their manifests and whose headers, preset and input are this run's. Rerun
+    /// after an interruption to make only what is missing.
+    #[arg(long, conflicts_with_all = ["only_part", "report"])]
+    resume: bool,
     /// Print the per-tensor plan and sizes; write nothing.
     #[arg(long)]
     dry_run: bool,
@@ -486,10 +492,14 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     } else {
         OutputLayout::Single
     };
-    if args.only_part.is_some() && layout == OutputLayout::Single {
+    if (args.only_part.is_some() || args.resume) && layout == OutputLayout::Single {
         bail!(
-            "--only-part needs a split set: --keep-split, --split-max-size or --split-max-tensors"
+            "--{} needs a split set: --keep-split, --split-max-size or --split-max-tensors",
+            if args.resume { "resume" } else { "only-part" }
         );
+    }
+    if args.resume && targets.len() > 1 {
+        bail!("--resume makes one output at a time; give one preset");
     }
     let outputs: Vec<PathBuf> = targets
         .iter()
@@ -516,7 +526,7 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     for plan in &plans {
         plan.check_runnable()?;
     }
-    let run_options = RunOptions {
+    let mut run_options = RunOptions {
         threads,
         kv_overrides,
         imatrix,
@@ -531,25 +541,39 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
             Durability::Synced
         },
     };
-    let run_targets: Vec<run::Target<'_>> = plans
-        .iter()
-        .zip(&outputs)
-        .map(|(plan, output)| run::Target { plan, output })
-        .collect();
-    let mut reporter = Reporter::new(&plans, &labels, ProgressMode::choose(args.quiet));
-    let summaries = run::run_many(&model, &run_targets, &run_options, |p| {
-        reporter.tensor_done(p)
-    })
-    .with_context(|| format!("quantizing {}", args.input.display()))?;
-    reporter.finish(&summaries, options.has_imatrix);
-    for ((plan, (preset, _)), summary) in plans.iter().zip(&targets).zip(&summaries) {
-        let facts = manifest::RunFacts {
-            input: &args.input,
-            preset: *preset,
-            imatrix: args.imatrix.as_deref(),
-        };
-        manifest::write(&facts, plan, summary)?;
+    let job = Job {
+        args: &args,
+        model: &model,
+        plans: &plans,
+        outputs: &outputs,
+        targets: &targets,
+        labels: &labels,
+        has_imatrix: options.has_imatrix,
+    };
+    if args.resume {
+        let planned = run::planned_files(
+            &metadata,
+            &plans[0],
+            &run_options.kv_overrides,
+            &outputs[0],
+            layout,
+        )?;
+        let facts = job.facts(0);
+        for (k, part) in planned.iter().enumerate() {
+            match manifest::finished(&facts, &plans[0], part) {
+                Ok(()) => println!("kept {}: verified", part.path.display()),
+                Err(why) => {
+                    if part.path.exists() {
+                        println!("remaking {}: {why:#}", part.path.display());
+                    }
+                    run_options.only_part = Some(k + 1);
+                    job.run(&run_options)?;
+                }
+            }
+        }
+        return Ok(());
     }
+    let summaries = job.run(&run_options)?;
     if let Some(path) = &args.report {
         let doc = report::quality_json(&args.input, &plans, &targets, &summaries);
         let text = serde_json::to_string_pretty(&doc)? + "\n";
@@ -557,6 +581,50 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
             .with_context(|| format!("--report {}", path.display()))?;
     }
     Ok(())
+}
+
+/// A run's parts that stay the same when it is made part by part.
+struct Job<'a, M: ModelSource> {
+    args: &'a QuantizeArgs,
+    model: &'a M,
+    plans: &'a [quantforge::pipeline::plan::Plan],
+    outputs: &'a [PathBuf],
+    targets: &'a [(Preset, PathBuf)],
+    labels: &'a [&'a str],
+    has_imatrix: bool,
+}
+
+impl<M: ModelSource + Sync> Job<'_, M> {
+    /// What output `k`'s manifests say of the run.
+    fn facts(&self, k: usize) -> manifest::RunFacts<'_> {
+        manifest::RunFacts {
+            input: &self.args.input,
+            preset: self.targets[k].0,
+            imatrix: self.args.imatrix.as_deref(),
+        }
+    }
+
+    /// Runs the quantization with `options`, shows its progress and summary and writes
+    /// the manifests of what it wrote.
+    fn run(&self, options: &RunOptions) -> Result<Vec<run::Summary>> {
+        let run_targets: Vec<run::Target<'_>> = self
+            .plans
+            .iter()
+            .zip(self.outputs)
+            .map(|(plan, output)| run::Target { plan, output })
+            .collect();
+        let mode = ProgressMode::choose(self.args.quiet);
+        let mut reporter = Reporter::new(self.plans, self.labels, mode);
+        let summaries = run::run_many(self.model, &run_targets, options, |p| {
+            reporter.tensor_done(p)
+        })
+        .with_context(|| format!("quantizing {}", self.args.input.display()))?;
+        reporter.finish(&summaries, self.has_imatrix);
+        for (k, (plan, summary)) in self.plans.iter().zip(&summaries).enumerate() {
+            manifest::write(&self.facts(k), plan, summary)?;
+        }
+        Ok(summaries)
+    }
 }
 
 /// Loads `--imatrix`, keeps the entries `filter` keeps and says what it holds; `None` when

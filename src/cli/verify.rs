@@ -93,7 +93,7 @@ fn split_name(path: &Path) -> Option<(PathBuf, u16)> {
 }
 
 /// Checks one file against its manifest; the number of tensors checked.
-fn verify_file(path: &Path) -> Result<usize> {
+pub(super) fn verify_file(path: &Path) -> Result<usize> {
     let manifest_file = manifest_path(path);
     let text = std::fs::read_to_string(&manifest_file)
         .with_context(|| format!("no manifest {}", manifest_file.display()))?;

@@ -4,9 +4,9 @@
 //! ([`quantforge::pipeline::run::digest`]). `quantforge verify` checks a file or a whole
 //! split set against them.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use quantforge::pipeline::plan::{Plan, Preset};
-use quantforge::pipeline::run::Summary;
+use quantforge::pipeline::run::{PlannedFile, Summary};
 use serde_json::{Value as Json, json};
 use std::path::{Path, PathBuf};
 
@@ -35,6 +35,47 @@ pub(super) struct RunFacts<'a> {
     pub(super) imatrix: Option<&'a Path>,
 }
 
+/// The input as a manifest records it: its path as given, and for a file its size and
+/// modification time (what `--resume` compares to trust a finished part's source).
+fn input_json(input: &Path) -> Json {
+    let meta = std::fs::metadata(input).ok().filter(|m| m.is_file());
+    let modified = meta
+        .as_ref()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos().to_string());
+    json!({
+        "path": input.display().to_string(),
+        "size": meta.map(|m| m.len()),
+        "modified_ns": modified,
+    })
+}
+
+/// Whether `part` of a run (of `plan`, as `facts` say) is already on disk as this run
+/// would write it: its manifest names this tool version, preset, file type and input
+/// (path, size, modification time), its header is the one this run would write, and
+/// the file verifies against the manifest. The reason when not.
+pub(super) fn finished(facts: &RunFacts<'_>, plan: &Plan, part: &PlannedFile) -> Result<()> {
+    let manifest = manifest_path(&part.path);
+    let text = std::fs::read_to_string(&manifest)
+        .with_context(|| format!("no manifest {}", manifest.display()))?;
+    let m: Json = serde_json::from_str(&text).context("its manifest does not parse")?;
+    let same = m["quantforge"] == env!("CARGO_PKG_VERSION")
+        && m["preset"] == facts.preset.name
+        && m["file_type"] == plan.file_type
+        && m["input"] == input_json(facts.input);
+    if !same {
+        bail!("made by another run (tool, preset or input)");
+    }
+    if m["header"]["digest"].as_str() != Some(hex(part.header.digest).as_str())
+        || m["size"].as_u64() != Some(part.size)
+    {
+        bail!("its header or size is not this run's");
+    }
+    super::super::verify::verify_file(&part.path)?;
+    Ok(())
+}
+
 /// Writes the manifest of every file of one output (`summary` of a run of `plan`).
 pub(super) fn write(facts: &RunFacts<'_>, plan: &Plan, summary: &Summary) -> Result<()> {
     let names: Vec<String> = summary
@@ -46,10 +87,6 @@ pub(super) fn write(facts: &RunFacts<'_>, plan: &Plan, summary: &Summary) -> Res
                 .unwrap_or_default()
         })
         .collect();
-    let input_size = std::fs::metadata(facts.input)
-        .ok()
-        .filter(|m| m.is_file())
-        .map(|m| m.len());
     for (f, path) in summary.files.iter().enumerate() {
         let tensors: Vec<Json> = summary
             .records
@@ -75,10 +112,7 @@ pub(super) fn write(facts: &RunFacts<'_>, plan: &Plan, summary: &Summary) -> Res
         let doc = json!({
             "quantforge": env!("CARGO_PKG_VERSION"),
             "manifest": MANIFEST_VERSION,
-            "input": {
-                "path": facts.input.display().to_string(),
-                "size": input_size,
-            },
+            "input": input_json(facts.input),
             "preset": facts.preset.name,
             "file_type": plan.file_type,
             "imatrix": facts.imatrix.map(|p| p.display().to_string()),

@@ -7,7 +7,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use quantforge::pipeline::imatrix::ImatrixUse;
 use quantforge::pipeline::plan::Plan;
 use quantforge::pipeline::plan::Preset;
-use quantforge::pipeline::run::{Progress, Summary, TensorQuality};
+use quantforge::pipeline::run::{PlannedFile, Progress, Summary, TensorQuality};
 use quantforge_kernels::GgmlType;
 use serde_json::{Value as Json, json};
 use std::collections::BTreeMap;
@@ -53,7 +53,7 @@ fn bits_per_weight(bytes: u64, elements: u64) -> f64 {
 /// `--dry-run`: one line per tensor (types, sizes, why), the totals with the output's
 /// bits per weight (tensor data over elements), and the files that would be written
 /// with their exact sizes, on standard output.
-pub(super) fn print_plan(plan: &Plan, files: &[(PathBuf, u64)]) {
+pub(super) fn print_plan(plan: &Plan, files: &[PlannedFile]) {
     let mut out = std::io::stdout().lock();
     for t in &plan.tensors {
         let b = t.bytes_as(t.source).unwrap_or(0);
@@ -87,25 +87,26 @@ pub(super) fn print_plan(plan: &Plan, files: &[(PathBuf, u64)]) {
         plan.n_fallback,
         plan.file_type
     );
-    for (path, size) in files {
+    for f in files {
         let _ = writeln!(
             out,
-            "would write {} ({size} bytes, {:.2} MiB)",
-            path.display(),
-            mib(*size)
+            "would write {} ({} bytes, {:.2} MiB)",
+            f.path.display(),
+            f.size,
+            mib(f.size)
         );
     }
 }
 
 /// `--dry-run` of several outputs: a line per output with its preset, file size (all its
 /// parts) and bits per weight.
-pub(super) fn print_outputs(plans: &[Plan], labels: &[&str], files: &[Vec<(PathBuf, u64)>]) {
+pub(super) fn print_outputs(plans: &[Plan], labels: &[&str], files: &[Vec<PlannedFile>]) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{:<10} {:>12} {:>8}  file", "output", "MiB", "bpw");
     for ((plan, label), files) in plans.iter().zip(labels).zip(files) {
         let (_, after, elements) = plan_totals(plan);
-        let size: u64 = files.iter().map(|(_, n)| n).sum();
-        let first = files.first().map(|(p, _)| p.display().to_string());
+        let size: u64 = files.iter().map(|f| f.size).sum();
+        let first = files.first().map(|f| f.path.display().to_string());
         let _ = writeln!(
             out,
             "{label:<10} {:>12.2} {:>8.2}  {}",

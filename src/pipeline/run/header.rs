@@ -142,18 +142,40 @@ fn keep_split_parts(header: &GgufHeader, plan: &Plan) -> Result<Vec<GgufHeader>,
     Ok(parts)
 }
 
-/// The files a run of `plan` would write to `output` as `layout` says, and each one's
-/// exact size: what `--dry-run` reports without writing anything.
+/// A file a run would write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedFile {
+    /// Its path.
+    pub path: PathBuf,
+    /// Its exact size.
+    pub size: u64,
+    /// Its header, as the run will write it.
+    pub header: super::FileHeader,
+}
+
+/// The files a run of `plan` would write to `output` as `layout` says, each with its
+/// exact size and header: what `--dry-run` reports and `--resume` checks finished parts
+/// by, without writing anything.
 pub fn planned_files(
     source: &Metadata,
     plan: &Plan,
     overrides: &[(String, Value)],
     output: &Path,
     layout: OutputLayout,
-) -> Result<Vec<(PathBuf, u64)>, RunError> {
+) -> Result<Vec<PlannedFile>, RunError> {
     let header = output_header(source, plan, overrides)?;
     output_parts(header, plan, output, layout)?
         .into_iter()
-        .map(|part| Ok((part.path, part.header.encode()?.1.file_size())))
+        .map(|part| {
+            let (bytes, layout) = part.header.encode()?;
+            Ok(PlannedFile {
+                path: part.path,
+                size: layout.file_size(),
+                header: super::FileHeader {
+                    data_offset: bytes.len() as u64,
+                    digest: super::digest::header_digest(&bytes),
+                },
+            })
+        })
         .collect()
 }

@@ -41,7 +41,9 @@ mod quality;
 mod schedule;
 mod write;
 
-pub use header::{OutputPart, output_header, output_metadata, output_parts, planned_files};
+pub use header::{
+    OutputPart, PlannedFile, output_header, output_metadata, output_parts, planned_files,
+};
 pub use progress::{Progress, TensorQuality};
 
 use super::imatrix::{Imatrix, ImatrixError, ImatrixUse};

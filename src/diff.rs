@@ -185,12 +185,11 @@ impl Lanes {
     fn of_finite(a: &[f32], b: &[f32]) -> Option<Lanes> {
         #[inline(always)]
         fn finite(a: &[f32], b: &[f32]) -> Option<Lanes> {
-            let inf = |v: &[f32]| {
-                v.iter()
-                    .filter(|x| x.to_bits() & 0x7f80_0000 == 0x7f80_0000)
-                    .count()
-            };
-            (inf(a) + inf(b) == 0).then(|| Lanes::run(a, b, false))
+            // A NaN or an infinity on either side makes that side's sum of squares NaN or
+            // infinite (finite f32 values squared and summed stay far inside f64's range).
+            let lanes = Lanes::run(a, b, false);
+            let all_finite = lanes.aa.iter().chain(&lanes.bb).all(|s| s.is_finite());
+            all_finite.then_some(lanes)
         }
         #[cfg(target_arch = "x86_64")]
         {

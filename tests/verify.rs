@@ -276,3 +276,72 @@ fn a_resumed_run_killed_mid_way_finishes_as_an_uninterrupted_one() {
     // Nothing else is left behind: no temporary files of the killed run's parts.
     assert_eq!(model_cli::names(&resumed).len(), 4);
 }
+
+#[test]
+fn reuse_copies_what_is_unchanged_and_the_result_is_a_fresh_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let imatrix = dir.path().join("imatrix.gguf");
+    model_cli::tiny_imatrix(&imatrix, &[], |_, _| {});
+    let path = |name: &str| dir.path().join(name);
+    let input = tiny();
+    let old = path("old.gguf");
+    let run = |out: &Path, more: &[&str]| {
+        let mut args = vec![
+            "quantize",
+            s(&input),
+            s(out),
+            "IQ3_M",
+            "--imatrix",
+            s(&imatrix),
+        ];
+        args.extend(more);
+        success(&quantforge(&args))
+    };
+    run(&old, &[]);
+    // One rule changed: the rest is copied, the result is what a fresh run writes.
+    let rule = ["--tensor-type", "blk\\.2\\.attn_v=q8_0"];
+    run(&path("fresh.gguf"), &rule);
+    let mut with_reuse = rule.to_vec();
+    with_reuse.extend(["--reuse", s(&old)]);
+    let text = run(&path("new.gguf"), &with_reuse);
+    let reused: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("reused ")?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(reused > 20, "{text}");
+    assert!(std::fs::read(path("fresh.gguf")).unwrap() == std::fs::read(path("new.gguf")).unwrap());
+    success(&quantforge(&["verify", s(&path("new.gguf"))]));
+    // Other importance values: nothing the old run weighted is reused.
+    let other = path("other.gguf");
+    model_cli::tiny_imatrix(&other, &[], |_, sums| sums.reverse());
+    let out = path("again.gguf");
+    let text = success(&quantforge(&[
+        "quantize",
+        s(&input),
+        s(&out),
+        "IQ3_M",
+        "--imatrix",
+        s(&other),
+        "--reuse",
+        s(&old),
+    ]));
+    // Only the token embeddings, which have no entry and so no importance values.
+    assert!(text.contains("reused 1 tensor(s)"), "{text}");
+    // A damaged old output fails the run and leaves nothing under OUT.
+    let m = manifest(&old);
+    let t = &m["tensors"].as_array().unwrap()[3];
+    let at = t["offset"].as_u64().unwrap() as usize + 1;
+    flip(&old, at);
+    let out = path("bad.gguf");
+    let mut args = vec![
+        "quantize",
+        s(&input),
+        s(&out),
+        "IQ3_M",
+        "--imatrix",
+        s(&imatrix),
+    ];
+    args.extend(["--reuse", s(&old)]);
+    fails_naming(&quantforge(&args), "does not match its manifest");
+    assert!(!out.exists());
+}

@@ -112,6 +112,12 @@ pub struct QuantizeArgs {
     /// after an interruption to make only what is missing.
     #[arg(long, conflicts_with_all = ["only_part", "report"])]
     resume: bool,
+    /// An earlier output of this model (a file, or any part of a split set, with its
+    /// manifests): every converted tensor it holds made from the same source data into the
+    /// same type with the same importance values is copied instead of quantized again.
+    /// The result is the file a fresh run writes.
+    #[arg(long, value_name = "OLD")]
+    reuse: Option<PathBuf>,
     /// Print the per-tensor plan and sizes; write nothing.
     #[arg(long)]
     dry_run: bool,
@@ -498,6 +504,9 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
             if args.resume { "resume" } else { "only-part" }
         );
     }
+    if args.reuse.is_some() && targets.len() > 1 {
+        bail!("--reuse makes one output; give one preset");
+    }
     if args.resume && targets.len() > 1 {
         bail!("--resume makes one output at a time; give one preset");
     }
@@ -532,6 +541,10 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
         imatrix,
         layout,
         quality: args.report.is_some(),
+        reuse: match &args.reuse {
+            Some(old) => manifest::old_output(old)?.map(std::sync::Arc::new),
+            None => None,
+        },
         only_part: args
             .only_part
             .map(|k| usize::try_from(k).unwrap_or(usize::MAX)),

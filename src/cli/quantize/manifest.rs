@@ -6,8 +6,11 @@
 
 use anyhow::{Context, Result, bail};
 use quantforge::pipeline::plan::{Plan, Preset};
+use quantforge::pipeline::run::reuse::{OldTensor, Reuse};
 use quantforge::pipeline::run::{PlannedFile, Summary};
+use quantforge_kernels::GgmlType;
 use serde_json::{Value as Json, json};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The version of the manifest's layout.
@@ -76,6 +79,76 @@ pub(super) fn finished(facts: &RunFacts<'_>, plan: &Plan, part: &PlannedFile) ->
     Ok(())
 }
 
+/// `--reuse OLD`: the files of OLD's set and every tensor their manifests list, for a
+/// run to copy from. Nothing is taken from a set another quantforge version made (its
+/// quantizers may differ): a warning says so.
+pub(super) fn old_output(old: &Path) -> Result<Option<Reuse>> {
+    let read = |path: &Path| -> Result<Json> {
+        let manifest = manifest_path(path);
+        let text = std::fs::read_to_string(&manifest)
+            .with_context(|| format!("--reuse: no manifest {}", manifest.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("--reuse: {} is not a manifest", manifest.display()))
+    };
+    let first = read(old)?;
+    if first["quantforge"] != env!("CARGO_PKG_VERSION") {
+        eprintln!(
+            "quantforge: warning: --reuse: {} was made by quantforge {}; nothing reused",
+            old.display(),
+            first["quantforge"]
+        );
+        return Ok(None);
+    }
+    let dir = match old.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let names: Vec<&str> = first["set"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Json::as_str).collect())
+        .unwrap_or_default();
+    let mut files = Vec::with_capacity(names.len());
+    let mut tensors = HashMap::new();
+    for (f, name) in names.iter().enumerate() {
+        let path = dir.join(name);
+        let m = read(&path)?;
+        for t in m["tensors"].as_array().into_iter().flatten() {
+            if let Some((name, old)) = old_tensor(t, f) {
+                tensors.insert(name, old);
+            }
+        }
+        files.push(path);
+    }
+    let reuse = Reuse::open(&files, tensors)
+        .with_context(|| format!("--reuse: cannot read {}", old.display()))?;
+    Ok(Some(reuse))
+}
+
+/// One tensor of a manifest, in file `file` of its set; `None` if anything is missing.
+fn old_tensor(t: &Json, file: usize) -> Option<(String, OldTensor)> {
+    let digest = |k: &str| u64::from_str_radix(t[k].as_str()?, 16).ok();
+    let ty = |k: &str| GgmlType::from_name(t[k].as_str()?).ok();
+    let mut ne = [1u64; 4];
+    for (d, v) in ne.iter_mut().zip(t["ne"].as_array()?) {
+        *d = v.as_u64()?;
+    }
+    let old = OldTensor {
+        ty: ty("type")?,
+        source_type: ty("source_type")?,
+        ne,
+        file,
+        offset: t["offset"].as_u64()?,
+        size: t["size"].as_u64()?,
+        source_digest: digest("source_digest")?,
+        digest: digest("digest")?,
+        imatrix_digest: match &t["imatrix_digest"] {
+            Json::Null => None,
+            _ => Some(digest("imatrix_digest")?),
+        },
+    };
+    Some((t["name"].as_str()?.to_string(), old))
+}
+
 /// Writes the manifest of every file of one output (`summary` of a run of `plan`).
 pub(super) fn write(facts: &RunFacts<'_>, plan: &Plan, summary: &Summary) -> Result<()> {
     let names: Vec<String> = summary
@@ -102,6 +175,7 @@ pub(super) fn write(facts: &RunFacts<'_>, plan: &Plan, summary: &Summary) -> Res
                     "size": r.size,
                     "source_digest": hex(r.source_digest),
                     "digest": hex(r.digest),
+                    "imatrix_digest": r.imatrix_digest.map(hex),
                 })
             })
             .collect();

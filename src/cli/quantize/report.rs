@@ -342,6 +342,12 @@ impl<'p> Reporter<'p> {
             print!("{}", tally.table(summary, imatrix));
             print!("{}", worst_tensors(&summary.quality));
         }
+        for s in summaries.iter().filter(|s| s.reused > 0) {
+            println!(
+                "reused {} tensor(s) from the old output (--reuse)",
+                s.reused
+            );
+        }
         if let [first, _, ..] = summaries {
             println!(
                 "{} outputs in one pass: {:.2} s",

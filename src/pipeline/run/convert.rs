@@ -116,6 +116,25 @@ impl Job<'_, '_> {
     ) -> Result<(), RunError> {
         let piece = &self.pieces[0][j];
         let tensor = piece.tensor;
+        if let Some(Some((old, start))) = self.reused.get(tensor).copied() {
+            // Copied from the old output (a --reuse run has one output), in whole rows.
+            let at = (piece.at - start) as usize;
+            let t = &self.plans[0].tensors[tensor];
+            let row = t.target.row_size(t.ne[0] as usize).unwrap_or(0).max(1);
+            let chunk = COPY_TASK_BYTES.next_multiple_of(row);
+            for out in outs {
+                let old = &old[at..at + out.len()];
+                for (n, (x, y)) in old.chunks(chunk).zip(out.chunks_mut(chunk)).enumerate() {
+                    tasks.push(Task::Reuse {
+                        tensor,
+                        old: x,
+                        first_row: (at + n * chunk) / row,
+                        y,
+                    });
+                }
+            }
+            return Ok(());
+        }
         let source = self.sources[tensor];
         let src = source.bytes(piece.src.clone())?;
         let group = source.row_group();
@@ -190,6 +209,19 @@ impl Job<'_, '_> {
     /// Runs one task of [`Job::fill`].
     fn run_task(&self, task: Task<'_, '_>) -> Result<(), RunError> {
         match task {
+            Task::Reuse {
+                tensor,
+                old,
+                first_row,
+                y,
+            } => {
+                y.copy_from_slice(old);
+                let t = &self.plans[0].tensors[tensor];
+                let row = t.target.row_size(t.ne[0] as usize).unwrap_or(0);
+                let digest = rows_digest(y, row, first_row as u64);
+                self.digests.add_output(0, tensor, digest);
+                Ok(())
+            }
             Task::Copy {
                 tensor,
                 output,
@@ -263,6 +295,13 @@ impl Job<'_, '_> {
 
 /// One parallel task of [`Job::fill`].
 enum Task<'s, 'o> {
+    /// Rows of a tensor copied from an earlier run's output, from row `first_row` on.
+    Reuse {
+        tensor: usize,
+        old: &'s [u8],
+        first_row: usize,
+        y: &'o mut [u8],
+    },
     /// `rows` rows of a converted tensor, from row `first_row` on, and where each output
     /// that converts it puts them.
     Convert {

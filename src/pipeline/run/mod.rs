@@ -38,6 +38,7 @@ pub mod digest;
 mod header;
 mod progress;
 mod quality;
+pub mod reuse;
 mod schedule;
 mod write;
 
@@ -163,6 +164,9 @@ pub struct RunOptions {
     /// `--only-part K`: of a split layout, write only part K (from 1), the same bytes as
     /// that part of the whole set; its tensors are the only ones read and converted.
     pub only_part: Option<usize>,
+    /// `--reuse OLD`: copy the converted tensors an earlier run made the same way (one
+    /// output only).
+    pub reuse: Option<std::sync::Arc<reuse::Reuse>>,
 }
 
 /// The files a run writes. With anything but [`OutputLayout::Single`] the output path
@@ -213,6 +217,8 @@ pub struct Summary {
     pub set: Vec<PathBuf>,
     /// The index in [`Summary::set`] of the first file written.
     pub first_part: usize,
+    /// Tensors copied from an earlier run's output (`--reuse`).
+    pub reused: usize,
 }
 
 /// A written file's header: what `quantforge verify` checks it by.
@@ -245,6 +251,9 @@ pub struct TensorRecord {
     pub source_digest: u64,
     /// The [`digest`] of its data in the output.
     pub digest: u64,
+    /// The digest of the importance values it was quantized with
+    /// ([`reuse::imatrix_digest`]), if any.
+    pub imatrix_digest: Option<u64>,
 }
 
 /// The tensor list of a model as [`super::plan::plan`] takes it: in model order, with
@@ -421,11 +430,45 @@ pub fn run_many(
     }
     let pieces = schedule::pieces(&plans, &sources, &places)?;
     let batches = schedule::batches(&pieces);
+    // --reuse: which converted tensors an earlier run made the same way, their source
+    // digests read and checked first (on all threads).
+    let reused: Vec<Option<(&[u8], reuse::OldTensor)>> = match &options.reuse {
+        Some(_) if plans.len() > 1 => {
+            return Err(RunError::PlanMismatch(
+                "--reuse takes one output".to_string(),
+            ));
+        }
+        Some(r) => pool.install(|| {
+            use rayon::prelude::*;
+            first
+                .tensors
+                .par_iter()
+                .zip(&sources)
+                .zip(&weights[0])
+                .map(|((t, source), w)| match t.converts() {
+                    true => r.find(t, source, *w),
+                    false => Ok(None),
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })?,
+        None => vec![None; first.tensors.len()],
+    };
     let quality = options
         .quality
         .then(|| quality::Quality::new(plans.iter().map(|p| p.tensors.len())));
     let digests = digest::Digests::new(plans.len(), first.tensors.len());
+    for (i, r) in reused.iter().enumerate() {
+        if let Some((_, old)) = r {
+            digests.add_source(i, old.source_digest);
+        }
+    }
+    let old_data: Vec<Option<(&[u8], u64)>> = reused
+        .iter()
+        .zip(places.first().into_iter().flatten())
+        .map(|(r, place)| r.as_ref().map(|(data, _)| (*data, place.at)))
+        .collect();
     let job = Job {
+        reused: &old_data,
         digests: &digests,
         quality: quality.as_ref(),
         plans: &plans,
@@ -463,8 +506,15 @@ pub fn run_many(
                 size: t.bytes_as(t.target).unwrap_or(0),
                 source_digest: digests.source(i),
                 digest: digests.output(k, i),
+                imatrix_digest: weights[k][i].map(reuse::imatrix_digest),
             })
             .collect();
+    }
+    if let Some(summary) = summaries.first_mut() {
+        let olds: Vec<Option<reuse::OldTensor>> =
+            reused.into_iter().map(|r| r.map(|(_, old)| old)).collect();
+        reuse::check(&summary.records, &olds)?;
+        summary.reused = olds.iter().flatten().count();
     }
     // Only once every file is complete does any take its name.
     for ((file, k), header) in files.into_iter().zip(owners).zip(header_digests) {

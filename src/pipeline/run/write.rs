@@ -58,6 +58,9 @@ pub(super) struct Job<'a, 's> {
     pub(super) quality: Option<&'a Quality>,
     /// Where the tensors' digests are summed.
     pub(super) digests: &'a Digests,
+    /// For the one output of a `--reuse` run, each tensor's data in the old output and
+    /// where the tensor starts in the new one.
+    pub(super) reused: &'a [Option<(&'a [u8], u64)>],
 }
 
 impl Job<'_, '_> {

@@ -170,9 +170,9 @@ codecs! {
     Q1_0: both(q1_0), -, -, 20.0;
     Q2_0: both(q2_0), -, -, 20.0;
     Q4_0: both(q4_0), imatrix, (q4_0_q5_0_q8_0::Q4_0), 1.0;
-    Q4_1: both(q4_1), imatrix, -, 20.0;
+    Q4_1: both(q4_1), imatrix, (q4_1_q5_1::Q4_1), 1.0;
     Q5_0: both(q5_0), imatrix, (q4_0_q5_0_q8_0::Q5_0), 1.0;
-    Q5_1: both(q5_1), imatrix, -, 20.0;
+    Q5_1: both(q5_1), imatrix, (q4_1_q5_1::Q5_1), 1.0;
     Q8_0: both(q8_0), -, (q4_0_q5_0_q8_0::Q8_0, finds), 1.0;
     Q8_1: quantize(q8_1), -, -, 20.0;
     MXFP4: both(mxfp4), -, -, 20.0;

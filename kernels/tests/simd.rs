@@ -197,7 +197,7 @@ macro_rules! simd_vs_scalar {
 
 simd_vs_scalar! {
     types: [
-        f16: F16, bf16: BF16, q4_0: Q4_0, q5_0: Q5_0, q2_k: Q2_K, q3_k: Q3_K, q4_k: Q4_K,
+        f16: F16, bf16: BF16, q4_0: Q4_0, q4_1: Q4_1, q5_0: Q5_0, q5_1: Q5_1, q2_k: Q2_K, q3_k: Q3_K, q4_k: Q4_K,
         q5_k: Q5_K, q6_k: Q6_K, q8_0: Q8_0, q8_k: Q8_K, tq2_0: TQ2_0, iq4_nl: IQ4_NL,
         iq4_xs: IQ4_XS, iq2_xxs: IQ2_XXS, iq2_xs: IQ2_XS, iq2_s: IQ2_S, iq3_xxs: IQ3_XXS,
         iq3_s: IQ3_S, iq1_s: IQ1_S, iq1_m: IQ1_M,
@@ -296,7 +296,7 @@ fn best_codec_uses_the_widest_supported_isa() {
     assert!(widest.is_auto() && !Isa::Portable.is_auto());
     assert_eq!(Codec::best(GgmlType::Q4_K).isa(), widest);
     assert_eq!(Codec::best(GgmlType::IQ2_XXS).isa(), widest);
-    assert_eq!(Codec::best(GgmlType::Q4_1).isa(), Isa::Scalar);
+    assert_eq!(Codec::best(GgmlType::MXFP4).isa(), Isa::Scalar);
 }
 
 /// The parallel entry points give the sequential bytes for any thread count.

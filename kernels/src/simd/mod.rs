@@ -22,6 +22,7 @@ pub(crate) mod lanes;
 pub(crate) mod q2_k;
 pub(crate) mod q3_k;
 pub(crate) mod q4_0_q5_0_q8_0;
+pub(crate) mod q4_1_q5_1;
 pub(crate) mod q4_k_q5_k;
 pub(crate) mod q6_k;
 pub(crate) mod q8_k;

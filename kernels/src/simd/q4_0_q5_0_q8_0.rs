@@ -109,7 +109,7 @@ fn offset_codes<V: Lanes>(
 
 /// Bytes holding the low nibble of `lo[j]` and, above it, the low nibble of `hi[j]`.
 #[inline(always)]
-fn nibbles(codes: &[u8; QK], mask_lo: bool) -> [u8; QK / 2] {
+pub(super) fn nibbles(codes: &[u8; QK], mask_lo: bool) -> [u8; QK / 2] {
     const LOW: u128 = u128::from_le_bytes([0x0F; 16]);
     let lo = u128::from_le_bytes(codes[..16].try_into().expect("16 bytes"));
     let hi = u128::from_le_bytes(codes[16..].try_into().expect("16 bytes"));

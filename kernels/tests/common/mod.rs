@@ -61,6 +61,9 @@ pub fn chunk() -> impl Strategy<Value = Vec<f32>> {
             ],
             32
         ),
+        // zeros of both signs among non-negative values: a block minimum of zero keeps
+        // the sign of the block's first zero in the `_1` quantizers
+        prop::collection::vec(prop_oneof![Just(0.0f32), Just(-0.0f32), 0.0f32..1.0], 32),
         // any finite bit pattern
         prop::collection::vec(
             any::<u32>().prop_map(|b| {

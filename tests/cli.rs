@@ -235,7 +235,7 @@ fn types_lists_the_catalogue() {
         text.contains("q4_K        256    144  4.5000  yes"),
         "{text}"
     );
-    // The columns come from the kernels' table of codecs: q4_K has a SIMD path, q4_1 not.
+    // The columns come from the kernels' table of codecs: q4_K has a SIMD path, mxfp4 not.
     let row = |name: &str| {
         let line = text
             .lines()
@@ -243,7 +243,8 @@ fn types_lists_the_catalogue() {
         line.unwrap().split_whitespace().skip(5).collect::<Vec<_>>()
     };
     assert_eq!(row("q4_K"), ["yes", "yes", "yes", "yes"], "{text}");
-    assert_eq!(row("q4_1"), ["yes", "yes", "yes", "-"], "{text}");
+    assert_eq!(row("q4_1"), ["yes", "yes", "yes", "yes"], "{text}");
+    assert_eq!(row("mxfp4"), ["yes", "yes", "-", "-"], "{text}");
     // iq2_xxs has SIMD paths and, as in ggml, needs an importance matrix.
     assert_eq!(row("iq2_xxs"), ["yes", "yes", "required", "yes"], "{text}");
 }

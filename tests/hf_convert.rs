@@ -309,6 +309,44 @@ fn quantize_reads_a_folder_in_one_pass() {
     );
 }
 
+#[test]
+fn several_presets_of_a_folder_in_one_pass_equal_single_runs() {
+    let Some(fixtures) = fixtures() else { return };
+    // Llama's interleaved Q/K rows, FP8 rows widened as read, experts stacked from shards.
+    for name in [
+        "llama-bpe-tiny",
+        "llama-fp8-tiny",
+        "mixtral-tiny",
+        "qwen3moe-tiny",
+    ] {
+        let dir = fixtures.join(name);
+        let tmp = tempfile::tempdir().unwrap();
+        let presets = ["Q4_K_M", "COPY", "Q8_0", "F16"];
+        let mut many: Vec<std::ffi::OsString> = vec!["quantize".into(), dir.clone().into()];
+        for p in presets {
+            let single = tmp.path().join(format!("single-{p}.gguf"));
+            let r = quantforge(&[
+                "quantize".as_ref(),
+                dir.as_os_str(),
+                single.as_os_str(),
+                p.as_ref(),
+                "--quiet".as_ref(),
+            ]);
+            assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+            let one = tmp.path().join(format!("many-{p}.gguf"));
+            many.extend(["--out".into(), format!("{p}={}", one.display()).into()]);
+        }
+        many.push("--quiet".into());
+        let args: Vec<&std::ffi::OsStr> = many.iter().map(|a| a.as_os_str()).collect();
+        let r = quantforge(&args);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        for p in presets {
+            let read = |k: &str| std::fs::read(tmp.path().join(format!("{k}-{p}.gguf"))).unwrap();
+            assert!(read("single") == read("many"), "{name} {p}");
+        }
+    }
+}
+
 /// Copies (not links) the fixture `name` to `root/new`.
 fn copy_fixture(name: &str, root: &Path, new: &str) -> Option<PathBuf> {
     let src = fixtures()?.join(name);

@@ -4,8 +4,6 @@
 //! without an importance matrix and in split sets; a failure leaves none of the outputs.
 //! Single runs are checked against llama.cpp in `ggml-ref/tests/llama_quantize_bytes.rs`.
 
-#[path = "../formats/tests/gguf_common/mod.rs"]
-mod gguf_common;
 mod model_cli;
 
 use model_cli::{arg as s, fails_naming, names, quantforge, success, tiny, tiny_imatrix};
@@ -98,19 +96,10 @@ fn split_sets_in_one_pass_equal_single_runs() {
 
 #[test]
 fn real_gemma_f16_five_presets_in_one_pass_equal_single_runs() {
-    let Some(q4) = gguf_common::gemma_gguf() else {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(f16) = model_cli::gemma_f16(dir.path()) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let f16 = dir.path().join("gemma-f16.gguf");
-    success(&quantforge(&[
-        "quantize",
-        "-q",
-        "--allow-requantize",
-        s(&q4),
-        s(&f16),
-        "F16",
-    ]));
     let presets = ["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "IQ4_XS"];
     one_run_equals_single_runs(&f16, &presets, &[], 1);
 }

@@ -6,7 +6,7 @@
 use super::quantize::manifest::{MANIFEST_VERSION, hex, manifest_path};
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use quantforge::pipeline::run::digest::{header_digest, rows_digest};
+use quantforge::pipeline::run::digest::{bytes_digest, rows_digest};
 use quantforge_kernels::GgmlType;
 use rayon::prelude::*;
 use serde_json::Value as Json;
@@ -116,7 +116,7 @@ pub(super) fn verify_file(path: &Path) -> Result<usize> {
     let map = unsafe { memmap2::Mmap::map(&file) }.context("cannot map")?;
     let header_bytes = m["header"]["bytes"].as_u64().context("no header size")? as usize;
     let header = map.get(..header_bytes).context("shorter than its header")?;
-    if Some(hex(header_digest(header)).as_str()) != m["header"]["digest"].as_str() {
+    if Some(hex(bytes_digest(header)).as_str()) != m["header"]["digest"].as_str() {
         bail!("its header differs from the manifest's");
     }
     let tensors = m["tensors"].as_array().context("no tensors")?;

@@ -4,6 +4,8 @@
 //! the kernels directly (the tests' independent reference).
 #![allow(dead_code)] // each test binary uses its own subset
 
+#[path = "../../formats/tests/gguf_common/mod.rs"]
+pub mod gguf_common;
 #[path = "../../src/pipeline/imatrix/files.rs"]
 pub mod imatrix_files;
 #[path = "../../golden/tiny_llama.rs"]
@@ -83,6 +85,22 @@ pub fn tiny_quantized(dir: &Path, preset: &str) -> PathBuf {
         preset,
     ]));
     out
+}
+
+/// The real Gemma-3-270M as F16, written into `dir` (quantforge's F16 of the Q4_K_M GGUF,
+/// the same file llama-quantize makes of it); `None` when real models are skipped.
+pub fn gemma_f16(dir: &Path) -> Option<PathBuf> {
+    let q4 = gguf_common::gemma_gguf()?;
+    let f16 = dir.join("gemma-f16.gguf");
+    success(&quantforge(&[
+        "quantize",
+        "-q",
+        "--allow-requantize",
+        arg(&q4),
+        arg(&f16),
+        "F16",
+    ]));
+    Some(f16)
 }
 
 /// Every element of a `ty` buffer as f32, by the kernels' own dequantizer.

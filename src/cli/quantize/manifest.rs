@@ -6,11 +6,10 @@
 
 use anyhow::{Context, Result, bail};
 use quantforge::pipeline::plan::{Plan, Preset};
-use quantforge::pipeline::run::reuse::{OldTensor, Reuse};
-use quantforge::pipeline::run::{PlannedFile, Summary};
+use quantforge::pipeline::run::reuse::Reuse;
+use quantforge::pipeline::run::{PlannedFile, Summary, TensorRecord};
 use quantforge_kernels::GgmlType;
 use serde_json::{Value as Json, json};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The version of the manifest's layout.
@@ -108,14 +107,12 @@ pub(super) fn old_output(old: &Path) -> Result<Option<Reuse>> {
         .map(|a| a.iter().filter_map(Json::as_str).collect())
         .unwrap_or_default();
     let mut files = Vec::with_capacity(names.len());
-    let mut tensors = HashMap::new();
+    let mut tensors = Vec::new();
     for (f, name) in names.iter().enumerate() {
         let path = dir.join(name);
         let m = read(&path)?;
         for t in m["tensors"].as_array().into_iter().flatten() {
-            if let Some((name, old)) = old_tensor(t, f) {
-                tensors.insert(name, old);
-            }
+            tensors.extend(old_tensor(t, f));
         }
         files.push(path);
     }
@@ -125,14 +122,15 @@ pub(super) fn old_output(old: &Path) -> Result<Option<Reuse>> {
 }
 
 /// One tensor of a manifest, in file `file` of its set; `None` if anything is missing.
-fn old_tensor(t: &Json, file: usize) -> Option<(String, OldTensor)> {
+fn old_tensor(t: &Json, file: usize) -> Option<TensorRecord> {
     let digest = |k: &str| u64::from_str_radix(t[k].as_str()?, 16).ok();
     let ty = |k: &str| GgmlType::from_name(t[k].as_str()?).ok();
     let mut ne = [1u64; 4];
     for (d, v) in ne.iter_mut().zip(t["ne"].as_array()?) {
         *d = v.as_u64()?;
     }
-    let old = OldTensor {
+    Some(TensorRecord {
+        name: t["name"].as_str()?.to_string(),
         ty: ty("type")?,
         source_type: ty("source_type")?,
         ne,
@@ -145,8 +143,7 @@ fn old_tensor(t: &Json, file: usize) -> Option<(String, OldTensor)> {
             Json::Null => None,
             _ => Some(digest("imatrix_digest")?),
         },
-    };
-    Some((t["name"].as_str()?.to_string(), old))
+    })
 }
 
 /// Writes the manifest of every file of one output (`summary` of a run of `plan`).

@@ -369,16 +369,22 @@ fn measure(
 ) -> Result<(), RunError> {
     let mut out = DEQUANTIZED.take();
     out.resize(source.len(), 0.0);
-    let done =
-        quantforge_kernels::dequantize(t.target, y, &mut out).map_err(|cause| RunError::Codec {
-            tensor: t.name.clone(),
-            cause,
-        });
+    let done = quantforge_kernels::dequantize(t.target, y, &mut out).map_err(codec_error(t));
     if done.is_ok() {
         q.measure(k, tensor, source, &out, t.ne[0] as usize, first_row);
     }
     DEQUANTIZED.set(out);
     done
+}
+
+/// The error of a codec working on `t`'s rows, with the tensor named.
+pub(super) fn codec_error(
+    t: &TensorPlan,
+) -> impl Fn(quantforge_kernels::Error) -> RunError + Copy + '_ {
+    |cause| RunError::Codec {
+        tensor: t.name.clone(),
+        cause,
+    }
 }
 
 /// Widens the source rows `x` of `t`, from row `first_row` of the tensor on, into `f32s`.
@@ -392,10 +398,7 @@ fn widen_rows(
     if source.stored_row_bytes().is_some() {
         source.widen_stored(x, first_row, f32s)?;
     } else {
-        quantforge_kernels::dequantize(t.source, x, f32s).map_err(|cause| RunError::Codec {
-            tensor: t.name.clone(),
-            cause,
-        })?;
+        quantforge_kernels::dequantize(t.source, x, f32s).map_err(codec_error(t))?;
     }
     Ok(())
 }
@@ -420,10 +423,7 @@ fn quantize_rows(
                 column: index % n_per_row as u64,
             }
         }
-        other => RunError::Codec {
-            tensor: t.name.clone(),
-            cause: other,
-        },
+        other => codec_error(t)(other),
     })
 }
 

@@ -24,8 +24,9 @@ pub fn rows_digest(bytes: &[u8], row_bytes: usize, first_row: u64) -> u64 {
         })
 }
 
-/// The digest of a GGUF file's header bytes (everything before the tensor data).
-pub fn header_digest(bytes: &[u8]) -> u64 {
+/// The digest of bytes taken whole: a GGUF file's header (everything before the tensor
+/// data), or a tensor's importance values.
+pub fn bytes_digest(bytes: &[u8]) -> u64 {
     XxHash3_64::oneshot(bytes)
 }
 

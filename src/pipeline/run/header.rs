@@ -173,7 +173,7 @@ pub fn planned_files(
                 size: layout.file_size(),
                 header: super::FileHeader {
                     data_offset: bytes.len() as u64,
-                    digest: super::digest::header_digest(&bytes),
+                    digest: super::digest::bytes_digest(&bytes),
                 },
             })
         })

@@ -226,7 +226,7 @@ pub struct Summary {
 pub struct FileHeader {
     /// Its bytes (the tensor data starts there).
     pub data_offset: u64,
-    /// Their [`digest::header_digest`].
+    /// Their [`digest::bytes_digest`].
     pub digest: u64,
 }
 
@@ -432,7 +432,7 @@ pub fn run_many(
     let batches = schedule::batches(&pieces);
     // --reuse: which converted tensors an earlier run made the same way, their source
     // digests read and checked first (on all threads).
-    let reused: Vec<Option<(&[u8], reuse::OldTensor)>> = match &options.reuse {
+    let reused: Vec<Option<(&[u8], TensorRecord)>> = match &options.reuse {
         Some(_) if plans.len() > 1 => {
             return Err(RunError::PlanMismatch(
                 "--reuse takes one output".to_string(),
@@ -511,7 +511,7 @@ pub fn run_many(
             .collect();
     }
     if let Some(summary) = summaries.first_mut() {
-        let olds: Vec<Option<reuse::OldTensor>> =
+        let olds: Vec<Option<TensorRecord>> =
             reused.into_iter().map(|r| r.map(|(_, old)| old)).collect();
         reuse::check(&summary.records, &olds)?;
         summary.reused = olds.iter().flatten().count();

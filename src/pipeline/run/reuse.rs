@@ -8,45 +8,21 @@ use super::digest::rows_digest;
 use super::{RunError, TensorRecord};
 use crate::model::Tensor;
 use crate::pipeline::plan::TensorPlan;
-use quantforge_kernels::GgmlType;
 use std::collections::HashMap;
 use std::path::PathBuf;
-
-/// A tensor of an earlier run, as its manifest records it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OldTensor {
-    /// Its type.
-    pub ty: GgmlType,
-    /// Its source's type.
-    pub source_type: GgmlType,
-    /// Its shape.
-    pub ne: [u64; 4],
-    /// The file of [`Reuse::files`] it is in.
-    pub file: usize,
-    /// Its data's offset there.
-    pub offset: u64,
-    /// Its data's bytes.
-    pub size: u64,
-    /// Its source data's digest.
-    pub source_digest: u64,
-    /// Its data's digest.
-    pub digest: u64,
-    /// The digest of the importance values it was quantized with, if any.
-    pub imatrix_digest: Option<u64>,
-}
 
 /// The files and tensors of an earlier run that a run may copy from.
 #[derive(Debug)]
 pub struct Reuse {
     /// OLD's files, mapped.
     files: Vec<memmap2::Mmap>,
-    /// Its tensors by name.
-    tensors: HashMap<String, OldTensor>,
+    /// Its tensors by name; [`TensorRecord::file`] indexes `files`.
+    tensors: HashMap<String, TensorRecord>,
 }
 
 impl Reuse {
-    /// OLD's files (`paths`) and its tensors by name, as its manifests list them.
-    pub fn open(paths: &[PathBuf], tensors: HashMap<String, OldTensor>) -> std::io::Result<Reuse> {
+    /// OLD's files (`paths`) and its tensors, as its manifests list them.
+    pub fn open(paths: &[PathBuf], tensors: Vec<TensorRecord>) -> std::io::Result<Reuse> {
         let files = paths
             .iter()
             .map(|p| {
@@ -56,6 +32,7 @@ impl Reuse {
                 unsafe { memmap2::Mmap::map(&file) }
             })
             .collect::<std::io::Result<Vec<_>>>()?;
+        let tensors = tensors.into_iter().map(|t| (t.name.clone(), t)).collect();
         Ok(Reuse { files, tensors })
     }
 
@@ -67,7 +44,7 @@ impl Reuse {
         t: &TensorPlan,
         source: &Tensor<'_>,
         weights: Option<&[f32]>,
-    ) -> Result<Option<(&[u8], OldTensor)>, RunError> {
+    ) -> Result<Option<(&[u8], TensorRecord)>, RunError> {
         let Some(old) = self.tensors.get(&t.name) else {
             return Ok(None);
         };
@@ -113,13 +90,13 @@ pub(super) fn source_digest(t: &TensorPlan, source: &Tensor<'_>) -> Result<u64, 
 
 /// The digest of a tensor's importance values (their f32 bytes).
 pub fn imatrix_digest(weights: &[f32]) -> u64 {
-    super::digest::header_digest(bytemuck::cast_slice(weights))
+    super::digest::bytes_digest(bytemuck::cast_slice(weights))
 }
 
 /// An error unless every reused tensor's new data has OLD's digest.
 pub(super) fn check(
     records: &[TensorRecord],
-    reused: &[Option<OldTensor>],
+    reused: &[Option<TensorRecord>],
 ) -> Result<(), RunError> {
     for (r, old) in records.iter().zip(reused) {
         if let Some(old) = old

@@ -141,10 +141,7 @@ pub(super) fn row_sizes(t: &TensorPlan, source: &Tensor<'_>) -> Result<Option<Ro
     if !(t.converts() || stored.is_some()) || n_per_row == 0 || t.ne[1..].contains(&0) {
         return Ok(None);
     }
-    let codec_error = |cause| RunError::Codec {
-        tensor: t.name.clone(),
-        cause,
-    };
+    let codec_error = super::convert::codec_error(t);
     let src_row = match stored {
         Some(n) => n,
         None => t.source.row_size(n_per_row).map_err(codec_error)?,

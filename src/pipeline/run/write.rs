@@ -5,7 +5,7 @@
 
 use super::FileHeader;
 use super::RunError;
-use super::digest::{Digests, header_digest};
+use super::digest::{Digests, bytes_digest};
 use super::header::OutputPart;
 use super::progress::Tracker;
 use super::quality::Quality;
@@ -283,7 +283,7 @@ impl Outputs {
             let (file, header) = Self::create_part(part, p, output, durability, &mut placed)?;
             self.header_digests.push(FileHeader {
                 data_offset: header.len as u64,
-                digest: header_digest(&header.slab.as_slice()[..header.len]),
+                digest: bytes_digest(&header.slab.as_slice()[..header.len]),
             });
             self.files.push(file);
             self.owners.push(output);

@@ -205,6 +205,8 @@ pub struct Quantize {
     /// `--prune-layers` (as llama-quantize passes them: sorted, no duplicates); empty for
     /// none.
     pub prune_layers: Vec<i32>,
+    /// `--dry-run`: sizes only, no file written.
+    pub dry_run: bool,
 }
 
 impl Quantize {
@@ -224,6 +226,7 @@ impl Quantize {
             imatrix: Vec::new(),
             kv_overrides: Vec::new(),
             prune_layers: Vec::new(),
+            dry_run: false,
         }
     }
 }
@@ -245,6 +248,9 @@ impl std::error::Error for QuantizeError {}
 
 /// Warnings and errors logged by the run in progress (runs are serialized).
 static LOG: Mutex<String> = Mutex::new(String::new());
+/// Everything logged by the run in progress, as llama.cpp's default logger would print
+/// it (the bytes as they are: metadata values need not be UTF-8).
+static FULL_LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
 /// llama.cpp's quantizer and logger are process-global: one run at a time.
 static RUN: Mutex<()> = Mutex::new(());
 
@@ -256,7 +262,11 @@ unsafe extern "C" fn capture_log(level: u32, text: *const c_char, _user_data: *m
         return;
     }
     // SAFETY: llama.cpp passes a NUL-terminated message valid for this call.
-    let text = unsafe { CStr::from_ptr(text) }.to_string_lossy();
+    let bytes = unsafe { CStr::from_ptr(text) }.to_bytes();
+    if let Ok(mut full) = FULL_LOG.lock() {
+        full.extend_from_slice(bytes);
+    }
+    let text = String::from_utf8_lossy(bytes);
     if std::env::var_os("GGML_REF_LLAMA_LOG").is_some() {
         eprint!("{text}");
     }
@@ -304,6 +314,25 @@ fn c_strings<'a>(
 /// Runs llama.cpp's quantizer from `input` (a GGUF) to `output`. Returns the warnings
 /// llama.cpp logged (fallbacks, overrides) on success.
 pub fn quantize(input: &Path, output: &Path, q: &Quantize) -> Result<String, QuantizeError> {
+    quantize_logged(input, output, q).0
+}
+
+/// [`quantize`], with everything llama.cpp logged during the run: the text llama-quantize
+/// prints on standard error between its own opening and closing lines.
+pub fn quantize_logged(
+    input: &Path,
+    output: &Path,
+    q: &Quantize,
+) -> (Result<String, QuantizeError>, Vec<u8>) {
+    let _run = RUN.lock().unwrap_or_else(|e| e.into_inner());
+    FULL_LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    let result = quantize_locked(input, output, q);
+    let full = std::mem::take(&mut *FULL_LOG.lock().unwrap_or_else(|e| e.into_inner()));
+    (result, full)
+}
+
+/// [`quantize`], with [`RUN`] held by the caller.
+fn quantize_locked(input: &Path, output: &Path, q: &Quantize) -> Result<String, QuantizeError> {
     init();
     let inp = c_path(input)?;
     let out = c_path(output)?;
@@ -356,6 +385,7 @@ pub fn quantize(input: &Path, output: &Path, q: &Quantize) -> Result<String, Qua
     params.only_copy = q.only_copy;
     params.pure = q.pure;
     params.keep_split = q.keep_split;
+    params.dry_run = q.dry_run;
     params.output_tensor_type = q.output_tensor_type.unwrap_or(NO_TYPE);
     params.token_embedding_type = q.token_embedding_type.unwrap_or(NO_TYPE);
     if !q.tensor_types.is_empty() {
@@ -371,7 +401,6 @@ pub fn quantize(input: &Path, output: &Path, q: &Quantize) -> Result<String, Qua
         params.prune_layers = prune.as_ptr();
     }
 
-    let _run = RUN.lock().unwrap_or_else(|e| e.into_inner());
     LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
     // SAFETY: the paths are NUL-terminated strings and `params` (with the override lists,
     // their patterns, the imatrix names and values, the pruned layers) outlives the call;

@@ -4,6 +4,7 @@
 //! writes the result through [`quantforge::pipeline::run`]. What it prints while and after it
 //! runs (progress bar or lines, summary table) is in `report`.
 
+mod llama_log;
 pub(super) mod manifest;
 mod report;
 
@@ -149,6 +150,12 @@ pub struct QuantizeArgs {
     /// otherwise), only warnings, errors and the summary.
     #[arg(long, short)]
     quiet: bool,
+    /// What the run prints: quantforge's progress and summary, or `llama`: the text
+    /// llama-quantize prints for the same run (the loader's metadata dump, a line per
+    /// tensor, the sizes), for scripts that parse it. Only its version and timing lines
+    /// differ. One output at a time.
+    #[arg(long, value_enum, default_value_t = LogFormat::Quantforge, value_name = "FORMAT")]
+    log_format: LogFormat,
     /// Input model: a GGUF file (or the first part of a split set), or a safetensors file
     /// or model folder that holds a GGUF model's tensors and metadata (as `quantforge
     /// convert` writes it).
@@ -372,12 +379,35 @@ fn parse_ggml_type(s: &str) -> std::result::Result<GgmlType, String> {
     GgmlType::from_name(s).map_err(|e| e.to_string())
 }
 
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// quantforge's progress and summary.
+    Quantforge,
+    /// What llama-quantize prints.
+    Llama,
+}
+
 /// What a quantization reads: a GGUF or safetensors model, or a Hugging Face folder.
 enum Source {
     /// A GGUF (or split set), or a safetensors file or folder holding a GGUF model.
     Model(Model),
     /// A Hugging Face folder, read as the converter's GGUF of it.
     Hf(Box<HfModel>),
+}
+
+impl Source {
+    /// The first file's GGUF version and the number of files, as llama.cpp's loader
+    /// reports them (a safetensors or Hugging Face source is one GGUF v3 to it).
+    fn gguf_files(&self) -> (u32, usize) {
+        match self {
+            Source::Model(Model::Gguf(g)) => (
+                g.parts().first().map_or(3, |p| p.header().version()),
+                g.parts().len(),
+            ),
+            _ => (3, 1),
+        }
+    }
 }
 
 impl ModelSource for Source {
@@ -397,8 +427,13 @@ impl ModelSource for Source {
 }
 
 pub fn run(mut args: QuantizeArgs) -> Result<()> {
+    let started = std::time::Instant::now();
     args.resolve_positionals()?;
     let targets = args.targets()?;
+    let llama = args.log_format == LogFormat::Llama;
+    if llama && targets.len() > 1 {
+        bail!("--log-format llama prints what one llama-quantize run prints; give one preset");
+    }
     let threads = match (args.threads, args.positional_threads) {
         (Some(a), Some(b)) if a != b => bail!("--threads {a} and NTHREADS {b} disagree"),
         (a, b) => a.or(b).unwrap_or(0),
@@ -419,7 +454,7 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let filter = WeightFilter::new(args.include_weights.clone(), args.exclude_weights.clone())?;
     let imatrix = match &args.imatrix {
-        Some(path) => load_imatrix(path, &filter, args.quiet)?,
+        Some(path) => load_imatrix(path, &filter, args.quiet, llama)?,
         None => {
             if !matches!(filter, WeightFilter::All) {
                 eprintln!(
@@ -517,6 +552,49 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
             _ => super::convert::split_prefix(path),
         })
         .collect();
+    if llama {
+        let (version, files) = model.gguf_files();
+        let source = llama_log::Source {
+            path: &args.input,
+            version,
+            files,
+            metadata: &metadata,
+            tensors: &specs,
+        };
+        let mut text = llama_log::opening(
+            &args.input,
+            (!args.dry_run).then_some(outputs[0].as_path()),
+            targets[0].0.name,
+            threads,
+        )
+        .into_bytes();
+        text.extend(llama_log::loader_dump(&source));
+        if let Some(m) = &imatrix {
+            text.extend(
+                format!(
+                    "\nllama_model_quantize_impl: have importance matrix data with {} entries\n",
+                    m.len()
+                )
+                .bytes(),
+            );
+        }
+        text.extend(llama_log::plan_warnings(&plans[0], targets[0].0.ftype.default_type()).bytes());
+        llama_log::to_stderr(&text);
+    }
+    if args.dry_run && llama {
+        let mut log = llama_log::TensorLog::new(&specs, true, options.has_imatrix);
+        let mut text = String::new();
+        for t in &plans[0].tensors {
+            let bytes_in = t.bytes_as(t.source).unwrap_or(0);
+            let bytes_out = t.bytes_as(t.target).unwrap_or(0);
+            text += &log.tensor(t, bytes_in, bytes_out, None);
+        }
+        text += &log.footer(&plans[0]);
+        llama_log::to_stderr(text.as_bytes());
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        print!("{}", llama_log::closing(ms, ms));
+        return Ok(());
+    }
     if args.dry_run {
         let mut sizes = Vec::with_capacity(plans.len());
         for (k, (plan, output)) in plans.iter().zip(&outputs).enumerate() {
@@ -557,6 +635,7 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     let job = Job {
         args: &args,
         model: &model,
+        specs: &specs,
         plans: &plans,
         outputs: &outputs,
         targets: &targets,
@@ -586,7 +665,17 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
         }
         return Ok(());
     }
+    let quantizing = std::time::Instant::now();
     let summaries = job.run(&run_options)?;
+    if llama {
+        print!(
+            "{}",
+            llama_log::closing(
+                quantizing.elapsed().as_secs_f64() * 1e3,
+                started.elapsed().as_secs_f64() * 1e3
+            )
+        );
+    }
     if let Some(path) = &args.report {
         let doc = report::quality_json(&args.input, &plans, &targets, &summaries);
         let text = serde_json::to_string_pretty(&doc)? + "\n";
@@ -600,6 +689,7 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
 struct Job<'a, M: ModelSource> {
     args: &'a QuantizeArgs,
     model: &'a M,
+    specs: &'a [quantforge::pipeline::plan::TensorSpec],
     plans: &'a [quantforge::pipeline::plan::Plan],
     outputs: &'a [PathBuf],
     targets: &'a [(Preset, PathBuf)],
@@ -626,13 +716,27 @@ impl<M: ModelSource + Sync> Job<'_, M> {
             .zip(self.outputs)
             .map(|(plan, output)| run::Target { plan, output })
             .collect();
-        let mode = ProgressMode::choose(self.args.quiet);
+        let llama = self.args.log_format == LogFormat::Llama;
+        let mode = if llama {
+            ProgressMode::Quiet
+        } else {
+            ProgressMode::choose(self.args.quiet)
+        };
         let mut reporter = Reporter::new(self.plans, self.labels, mode);
+        let mut log = llama.then(|| llama_log::TensorLog::new(self.specs, false, self.has_imatrix));
         let summaries = run::run_many(self.model, &run_targets, options, |p| {
-            reporter.tensor_done(p)
+            reporter.tensor_done(p);
+            if let Some(log) = &mut log {
+                let plan = &self.plans[p.output];
+                let line = log.finished(plan, p.index, p.bytes_in, p.bytes_out, p.imatrix);
+                llama_log::to_stderr(line.as_bytes());
+            }
         })
         .with_context(|| format!("quantizing {}", self.args.input.display()))?;
-        reporter.finish(&summaries, self.has_imatrix);
+        match &log {
+            Some(log) => llama_log::to_stderr(log.footer(&self.plans[0]).as_bytes()),
+            None => reporter.finish(&summaries, self.has_imatrix),
+        }
         for (k, (plan, summary)) in self.plans.iter().zip(&summaries).enumerate() {
             manifest::write(&self.facts(k), plan, summary)?;
         }
@@ -646,17 +750,42 @@ fn load_imatrix(
     path: &std::path::Path,
     filter: &WeightFilter,
     quiet: bool,
+    llama: bool,
 ) -> Result<Option<Imatrix>> {
     let mut m = Imatrix::load(path)?;
     let loaded = m.len();
     m.retain(filter);
+    if llama {
+        // llama-quantize's own lines (standard output), before it starts.
+        if let [first, rest @ ..] = m.datasets() {
+            print!(
+                "load_imatrix: imatrix datasets=['{}'",
+                String::from_utf8_lossy(first)
+            );
+            for d in rest {
+                print!(", '{}'", String::from_utf8_lossy(d));
+            }
+            println!("]");
+        }
+        println!(
+            "load_imatrix: loaded {loaded} importance matrix entries from {} computed on {} chunks",
+            path.display(),
+            m.chunk_count()
+        );
+        if !m.is_empty() {
+            println!(
+                "prepare_imatrix: have {} importance matrix entries",
+                m.len()
+            );
+        }
+    }
     for name in m.skipped() {
         eprintln!(
             "quantforge: warning: imatrix entry {} has no counts; skipped",
             String::from_utf8_lossy(name)
         );
     }
-    if !quiet {
+    if !quiet && !llama {
         let format = match m.format() {
             ImatrixFormat::Gguf => "GGUF",
             ImatrixFormat::Legacy => "legacy",

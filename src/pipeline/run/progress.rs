@@ -19,6 +19,8 @@ pub struct Progress<'a> {
     pub total: usize,
     /// The tensor just written.
     pub tensor: &'a TensorPlan,
+    /// Its position in the output's plan (tensors are not always finished in order).
+    pub index: usize,
     /// Its bytes in the source.
     pub bytes_in: u64,
     /// Its bytes in the output.
@@ -134,6 +136,7 @@ impl<'a, 'p> Tracker<'a, 'p> {
                 done: o.summary.tensors,
                 total: o.plan.tensors.len(),
                 tensor: t,
+                index: i,
                 bytes_in,
                 bytes_out: o.bytes_out[i],
                 imatrix: o.uses[i],

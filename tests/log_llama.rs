@@ -202,9 +202,10 @@ fn an_imatrix_run_logs_as_llama_quantize_does() {
     );
 }
 
-/// Several outputs have no single llama-quantize log: refused, saying so.
+/// Several outputs, or one part of a split set, have no llama-quantize log: refused,
+/// saying so.
 #[test]
-fn several_outputs_are_refused() {
+fn runs_llama_quantize_cannot_make_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let out = quantforge(&[
         "quantize",
@@ -217,4 +218,11 @@ fn several_outputs_are_refused() {
         &format!("Q4_0={}", dir.path().join("b.gguf").display()),
     ]);
     model_cli::fails_naming(&out, "--log-format llama");
+    let (input, out_path) = (tiny(), dir.path().join("c.gguf"));
+    for extra in [&["--only-part", "1"][..], &["--resume"][..]] {
+        let mut args = vec!["quantize", "--log-format", "llama", "--keep-split"];
+        args.extend_from_slice(extra);
+        args.extend([arg(&input), arg(&out_path), "Q8_0"]);
+        model_cli::fails_naming(&quantforge(&args), "--log-format llama");
+    }
 }

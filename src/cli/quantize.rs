@@ -434,6 +434,12 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
     if llama && targets.len() > 1 {
         bail!("--log-format llama prints what one llama-quantize run prints; give one preset");
     }
+    if llama && (args.only_part.is_some() || args.resume) {
+        // llama-quantize always writes every part; there is no log of one part to print.
+        bail!(
+            "--log-format llama prints a whole llama-quantize run; it cannot go with --only-part or --resume"
+        );
+    }
     let threads = match (args.threads, args.positional_threads) {
         (Some(a), Some(b)) if a != b => bail!("--threads {a} and NTHREADS {b} disagree"),
         (a, b) => a.or(b).unwrap_or(0),

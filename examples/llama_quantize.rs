@@ -10,10 +10,8 @@
 //! and handed over with the `quantize.imatrix.*` keys, as llama-quantize does. Prints the
 //! wall time in seconds on standard error.
 
-use ggml_ref::llama::KvValue;
 use quantforge::pipeline::imatrix::Imatrix;
 use quantforge::pipeline::plan::Preset;
-use quantforge_formats::gguf::Value;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -69,20 +67,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        q.imatrix = m
-            .entries()
-            .map(|(name, values)| (name.to_vec(), values.to_vec()))
-            .collect();
-        q.kv_overrides = m
-            .metadata(file.as_os_str().as_encoded_bytes())
-            .into_iter()
-            .filter_map(|(key, value)| match value {
-                Value::U32(v) => Some((key, KvValue::Int(i64::from(v)))),
-                Value::String(s) => Some((key, KvValue::Str(s.as_bytes().to_vec()))),
-                // Imatrix::metadata makes only u32 and string keys.
-                _ => None,
-            })
-            .collect();
+        (q.imatrix, q.kv_overrides) = m.llama_inputs(file.as_os_str().as_encoded_bytes());
     }
     match ggml_ref::llama::quantize(&PathBuf::from(&args[0]), &PathBuf::from(&args[1]), &q) {
         Ok(_) => {

@@ -7,11 +7,10 @@
 
 mod model_cli;
 
-use ggml_ref::llama::{KvValue, Quantize, quantize_logged};
+use ggml_ref::llama::{Quantize, quantize_logged};
 use model_cli::{arg, gemma_f16, quantforge, tiny, tiny_imatrix};
 use quantforge::pipeline::imatrix::Imatrix;
 use quantforge::pipeline::plan::Preset;
-use quantforge_formats::gguf::Value;
 use std::path::Path;
 
 /// What llama.cpp logs quantizing `input` to `out` with `q`.
@@ -147,19 +146,7 @@ fn an_imatrix_run_logs_as_llama_quantize_does() {
     let m = Imatrix::load(&imatrix).unwrap();
     let mut q = Quantize::new(code("Q4_K_M"));
     q.nthread = 2;
-    q.imatrix = m
-        .entries()
-        .map(|(name, values)| (name.to_vec(), values.to_vec()))
-        .collect();
-    q.kv_overrides = m
-        .metadata(imatrix.as_os_str().as_encoded_bytes())
-        .into_iter()
-        .map(|(key, value)| match value {
-            Value::U32(v) => (key, KvValue::Int(i64::from(v))),
-            Value::String(s) => (key, KvValue::Str(s.as_bytes().to_vec())),
-            other => panic!("imatrix key {key} of type {}", other.type_name()),
-        })
-        .collect();
+    (q.imatrix, q.kv_overrides) = m.llama_inputs(imatrix.as_os_str().as_encoded_bytes());
     let theirs = llama_log(&tiny(), &theirs_out, &q);
     assert!(String::from_utf8_lossy(&theirs).contains("did not find weights"));
     let opening = format!(

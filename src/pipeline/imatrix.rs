@@ -402,7 +402,37 @@ impl Imatrix {
         }
         keys
     }
+
+    /// What llama-quantize hands `llama_model_quantize` for this matrix (`file_arg` as
+    /// given on its command line): the averaged entries and the [`Imatrix::metadata`]
+    /// overrides, for runs side by side with llama.cpp.
+    #[cfg(feature = "ggml")]
+    pub fn llama_inputs(&self, file_arg: &[u8]) -> LlamaInputs {
+        use ggml_ref::llama::KvValue;
+        let entries = self
+            .entries()
+            .map(|(name, values)| (name.to_vec(), values.to_vec()))
+            .collect();
+        let overrides = self
+            .metadata(file_arg)
+            .into_iter()
+            .filter_map(|(key, value)| match value {
+                Value::U32(v) => Some((key, KvValue::Int(i64::from(v)))),
+                Value::String(s) => Some((key, KvValue::Str(s.into_bytes()))),
+                // `metadata` makes only u32 and string keys.
+                _ => None,
+            })
+            .collect();
+        (entries, overrides)
+    }
 }
+
+/// [`Imatrix::llama_inputs`]: `ggml_ref::llama::Quantize`'s `imatrix` and `kv_overrides`.
+#[cfg(feature = "ggml")]
+pub type LlamaInputs = (
+    Vec<(Vec<u8>, Vec<f32>)>,
+    Vec<(String, ggml_ref::llama::KvValue)>,
+);
 
 /// `tensor_name_match_token_embd`.
 fn is_token_embd(name: &str) -> bool {

@@ -324,6 +324,8 @@ pub fn quantize_logged(
     output: &Path,
     q: &Quantize,
 ) -> (Result<String, QuantizeError>, Vec<u8>) {
+    // Before the log is cleared: starting the backend on the first run may log too.
+    init();
     let _run = RUN.lock().unwrap_or_else(|e| e.into_inner());
     FULL_LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
     let result = quantize_locked(input, output, q);

@@ -576,13 +576,7 @@ pub fn run(mut args: QuantizeArgs) -> Result<()> {
         .into_bytes();
         text.extend(llama_log::loader_dump(&source));
         if let Some(m) = &imatrix {
-            text.extend(
-                format!(
-                    "\nllama_model_quantize_impl: have importance matrix data with {} entries\n",
-                    m.len()
-                )
-                .bytes(),
-            );
+            text.extend(llama_log::imatrix_in_use(m.len()).bytes());
         }
         text.extend(llama_log::plan_warnings(&plans[0], targets[0].0.ftype.default_type()).bytes());
         llama_log::to_stderr(&text);
@@ -762,28 +756,7 @@ fn load_imatrix(
     let loaded = m.len();
     m.retain(filter);
     if llama {
-        // llama-quantize's own lines (standard output), before it starts.
-        if let [first, rest @ ..] = m.datasets() {
-            print!(
-                "load_imatrix: imatrix datasets=['{}'",
-                String::from_utf8_lossy(first)
-            );
-            for d in rest {
-                print!(", '{}'", String::from_utf8_lossy(d));
-            }
-            println!("]");
-        }
-        println!(
-            "load_imatrix: loaded {loaded} importance matrix entries from {} computed on {} chunks",
-            path.display(),
-            m.chunk_count()
-        );
-        if !m.is_empty() {
-            println!(
-                "prepare_imatrix: have {} importance matrix entries",
-                m.len()
-            );
-        }
+        print!("{}", llama_log::imatrix_loaded(&m, loaded, path));
     }
     for name in m.skipped() {
         eprintln!(

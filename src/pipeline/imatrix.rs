@@ -27,7 +27,7 @@
 //! file and the entry or offset; it never allocates more than the file's size justifies.
 
 use super::plan::TensorPlan;
-use quantforge_formats::gguf::{GGUF_MAGIC, GgufError, GgufFile, GgufString, Value};
+use quantforge_formats::gguf::{GGUF_MAGIC, GgufError, GgufFile, GgufString, Value, c_str};
 use quantforge_kernels::GgmlType;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -440,8 +440,6 @@ fn is_token_embd(name: &str) -> bool {
 }
 
 mod read;
-
-use read::c_str;
 
 #[cfg(test)]
 mod files;

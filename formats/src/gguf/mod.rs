@@ -49,6 +49,6 @@ pub use split::{
     split_path, split_prefix,
 };
 pub use tensor::{MAX_DIMS, TensorInfo, TensorView};
-pub use value::{Array, GgufString, StringArray, Value, ValueType};
+pub use value::{Array, GgufString, StringArray, Value, ValueType, c_str};
 pub use wire::MAX_ARRAY_DEPTH;
 pub use writer::{AtomicFile, GgufBuilder, GgufWriter};

@@ -125,6 +125,12 @@ impl fmt::Display for ValueType {
 #[derive(Clone, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
 pub struct GgufString(Vec<u8>);
 
+/// Bytes up to the first NUL: what llama.cpp holds of a GGUF string once it is a C string
+/// (`const char *`), as its imatrix reader and its metadata dump take them.
+pub fn c_str(bytes: &[u8]) -> &[u8] {
+    bytes.split(|&b| b == 0).next().unwrap_or_default()
+}
+
 impl GgufString {
     /// A string holding these bytes.
     pub fn from_bytes(bytes: Vec<u8>) -> GgufString {

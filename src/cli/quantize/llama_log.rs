@@ -6,9 +6,10 @@
 //! for numbers, values cut at 40 bytes, strings cut at their first NUL as C strings are).
 //! Only the version and timing lines differ: they name quantforge and its own times.
 
-use quantforge::pipeline::imatrix::ImatrixUse;
+use super::report::mib;
+use quantforge::pipeline::imatrix::{Imatrix, ImatrixUse};
 use quantforge::pipeline::plan::{Plan, Reason, TensorPlan, TensorSpec};
-use quantforge_formats::gguf::{Array, Metadata, Value};
+use quantforge_formats::gguf::{Array, Metadata, Value, c_str};
 use quantforge_kernels::GgmlType;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -30,15 +31,6 @@ pub(super) struct Source<'a> {
     pub metadata: &'a Metadata,
     /// Every tensor of the set.
     pub tensors: &'a [TensorSpec],
-}
-
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / 1024.0 / 1024.0
-}
-
-/// Bytes as a C string prints them: up to the first NUL.
-fn c_str(bytes: &[u8]) -> &[u8] {
-    bytes.split(|&b| b == 0).next().unwrap_or(&[])
 }
 
 /// `std::to_string` of a float (`%f` of the value widened to double).
@@ -416,6 +408,42 @@ pub(super) fn opening(
     }
     out.push('\n');
     out
+}
+
+/// llama-quantize's lines (standard output) for the imatrix it loaded from `path`:
+/// `loaded` entries, of which `m` holds those `--include/--exclude-weights` kept.
+pub(super) fn imatrix_loaded(m: &Imatrix, loaded: usize, path: &std::path::Path) -> String {
+    let mut out = String::new();
+    if let [first, rest @ ..] = m.datasets() {
+        let _ = write!(
+            out,
+            "load_imatrix: imatrix datasets=['{}'",
+            String::from_utf8_lossy(first)
+        );
+        for d in rest {
+            let _ = write!(out, ", '{}'", String::from_utf8_lossy(d));
+        }
+        out.push_str("]\n");
+    }
+    let _ = writeln!(
+        out,
+        "load_imatrix: loaded {loaded} importance matrix entries from {} computed on {} chunks",
+        path.display(),
+        m.chunk_count()
+    );
+    if !m.is_empty() {
+        let _ = writeln!(
+            out,
+            "prepare_imatrix: have {} importance matrix entries",
+            m.len()
+        );
+    }
+    out
+}
+
+/// llama.cpp's line for an importance matrix of `entries` entries handed to the quantizer.
+pub(super) fn imatrix_in_use(entries: usize) -> String {
+    format!("\n{IMPL}: have importance matrix data with {entries} entries\n")
 }
 
 /// llama-quantize's closing lines (standard output): its times, in milliseconds.

@@ -21,7 +21,8 @@ use std::time::Duration;
 /// Names listed in the summary before "and N more".
 const MAX_LISTED: usize = 6;
 
-fn mib(bytes: u64) -> f64 {
+/// Bytes in MiB.
+pub(super) fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
 

@@ -2,7 +2,7 @@
 //! GGUF one (`common_imatrix_load`), each averaged as `load_imatrix` does.
 
 use super::{Imatrix, ImatrixError, ImatrixFormat};
-use quantforge_formats::gguf::{Array, GgufFile, TensorInfo, Value};
+use quantforge_formats::gguf::{Array, GgufFile, TensorInfo, Value, c_str};
 use quantforge_kernels::GgmlType;
 use std::collections::BTreeMap;
 
@@ -181,11 +181,6 @@ impl Imatrix {
             skipped,
         })
     }
-}
-
-/// Bytes up to the first NUL: what a C string built from them holds.
-pub(super) fn c_str(bytes: &[u8]) -> &[u8] {
-    bytes.split(|&b| b == 0).next().unwrap_or_default()
 }
 
 fn f32s(bytes: &[u8]) -> impl ExactSizeIterator<Item = f32> + '_ {

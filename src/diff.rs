@@ -114,7 +114,10 @@ impl ErrorStats {
 /// Lanes of [`ErrorStats::of`]'s sums.
 const LANES: usize = 8;
 
-/// The per-lane sums of [`ErrorStats::of`]: element `i` goes to lane `i % 8`.
+/// The per-lane sums of [`ErrorStats::of`]: element `i` goes to lane `i % 8`. Each term
+/// is added with one fused multiply-add (`s + x * y` rounded once); the products of two
+/// f32 values are exact in f64, so only the squared difference's term differs from a
+/// separate multiply and add.
 struct Lanes {
     compared: u64,
     sq: [f64; LANES],
@@ -139,6 +142,17 @@ impl Lanes {
         }
     }
 
+    /// The sums of one pair of values in lane `l`; returns their absolute difference.
+    #[inline(always)]
+    fn sums(&mut self, l: usize, x: f64, y: f64) -> f64 {
+        let d = x - y;
+        self.sq[l] = d.mul_add(d, self.sq[l]);
+        self.ab[l] = x.mul_add(y, self.ab[l]);
+        self.aa[l] = x.mul_add(x, self.aa[l]);
+        self.bb[l] = y.mul_add(y, self.bb[l]);
+        d.abs()
+    }
+
     /// One element (its index `i`, in lane `l`), if both values are finite.
     #[inline(always)]
     fn add(&mut self, i: u64, l: usize, x: f32, y: f32, check: bool) {
@@ -148,34 +162,20 @@ impl Lanes {
         } else {
             (0.0, 0.0)
         };
-        let d = x - y;
-        self.sq[l] += d * d;
-        self.ab[l] += x * y;
-        self.aa[l] += x * x;
-        self.bb[l] += y * y;
-        let d = d.abs();
+        let d = self.sums(l, x, y);
         let more = ok && d > self.max[l];
         self.max[l] = if more { d } else { self.max[l] };
         self.at[l] = if more { i } else { self.at[l] };
         self.compared += u64::from(ok);
     }
 
-    /// Every element of `a` against `b`; `check`: leave out those not both finite.
+    /// Every element of `a` against `b`, one at a time; `check`: leave out those not both
+    /// finite.
     #[inline(always)]
     fn run(a: &[f32], b: &[f32], check: bool) -> Lanes {
         let mut s = Lanes::new();
-        let whole = a.len() / LANES * LANES;
-        for (c, (xs, ys)) in a[..whole]
-            .chunks_exact(LANES)
-            .zip(b[..whole].chunks_exact(LANES))
-            .enumerate()
-        {
-            for l in 0..LANES {
-                s.add((c * LANES + l) as u64, l, xs[l], ys[l], check);
-            }
-        }
-        for i in whole..a.len() {
-            s.add(i as u64, i - whole, a[i], b[i], check);
+        for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
+            s.add(i as u64, i % LANES, x, y, check);
         }
         s
     }
@@ -183,34 +183,39 @@ impl Lanes {
     /// [`Lanes::run`] when every value is finite (else `None`), in the widest vectors the
     /// CPU has (the same operations in the same order whatever their width).
     fn of_finite(a: &[f32], b: &[f32]) -> Option<Lanes> {
-        #[inline(always)]
-        fn finite(a: &[f32], b: &[f32]) -> Option<Lanes> {
-            // A NaN or an infinity on either side makes that side's sum of squares NaN or
-            // infinite (finite f32 values squared and summed stay far inside f64's range).
-            let lanes = Lanes::run(a, b, false);
-            let all_finite = lanes.aa.iter().chain(&lanes.bb).all(|s| s.is_finite());
-            all_finite.then_some(lanes)
-        }
+        let n = a.len().min(b.len());
+        let (a, b) = (&a[..n], &b[..n]);
+        #[allow(unused_mut)]
+        let mut lanes = None;
         #[cfg(target_arch = "x86_64")]
         {
-            #[target_feature(enable = "avx512f")]
-            fn avx512(a: &[f32], b: &[f32]) -> Option<Lanes> {
-                finite(a, b)
-            }
-            #[target_feature(enable = "avx2")]
-            fn avx2(a: &[f32], b: &[f32]) -> Option<Lanes> {
-                finite(a, b)
-            }
             if std::arch::is_x86_feature_detected!("avx512f") {
                 // SAFETY: the CPU has AVX-512F.
-                return unsafe { avx512(a, b) };
-            }
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU has AVX2.
-                return unsafe { avx2(a, b) };
+                lanes = Some(unsafe { x86::avx512(a, b) });
+            } else if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                // SAFETY: the CPU has AVX2 and FMA.
+                lanes = Some(unsafe { x86::avx2(a, b) });
             }
         }
-        finite(a, b)
+        let lanes = match lanes {
+            Some(lanes) => lanes.finish(a, b),
+            None => Lanes::run(a, b, false),
+        };
+        // A NaN or an infinity on either side makes that side's sum of squares NaN or
+        // infinite (finite f32 values squared and summed stay far inside f64's range).
+        let all_finite = lanes.aa.iter().chain(&lanes.bb).all(|s| s.is_finite());
+        all_finite.then_some(lanes)
+    }
+
+    /// After the vectors took the whole groups of eight: the rest, lane by lane.
+    fn finish(mut self, a: &[f32], b: &[f32]) -> Lanes {
+        let n = a.len().min(b.len());
+        for i in n / LANES * LANES..n {
+            self.add(i as u64, i % LANES, a[i], b[i], false);
+        }
+        self
     }
 
     /// [`Lanes::run`] leaving out the elements where a side is NaN or infinite.
@@ -240,6 +245,113 @@ impl Lanes {
             {
                 s.max_abs = self.max[l];
                 s.max_index = Some(at);
+            }
+        }
+        s
+    }
+}
+
+/// [`Lanes::run`] without checks over the whole groups of eight elements, in vectors:
+/// each lane's sums by fused multiply-adds in element order, its largest difference
+/// (only a strictly larger one replaces it, so the first is kept) and where it is.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{LANES, Lanes};
+    use std::arch::x86_64::*;
+
+    /// Eight lanes in one register of eight f64.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn avx512(a: &[f32], b: &[f32]) -> Lanes {
+        let whole = a.len().min(b.len()) / LANES * LANES;
+        let zero = _mm512_setzero_pd();
+        let (mut sq, mut ab, mut aa, mut bb) = (zero, zero, zero, zero);
+        let mut max = _mm512_set1_pd(-1.0);
+        let mut at = _mm512_setzero_si512();
+        let mut idx = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+        let step = _mm512_set1_epi64(LANES as i64);
+        for (xs, ys) in a[..whole]
+            .chunks_exact(LANES)
+            .zip(b[..whole].chunks_exact(LANES))
+        {
+            // SAFETY: each chunk holds eight f32.
+            let (x, y) = unsafe { (_mm256_loadu_ps(xs.as_ptr()), _mm256_loadu_ps(ys.as_ptr())) };
+            let (x, y) = (_mm512_cvtps_pd(x), _mm512_cvtps_pd(y));
+            let d = _mm512_sub_pd(x, y);
+            sq = _mm512_fmadd_pd(d, d, sq);
+            ab = _mm512_fmadd_pd(x, y, ab);
+            aa = _mm512_fmadd_pd(x, x, aa);
+            bb = _mm512_fmadd_pd(y, y, bb);
+            let d = _mm512_abs_pd(d);
+            let more = _mm512_cmp_pd_mask::<_CMP_GT_OQ>(d, max);
+            max = _mm512_max_pd(d, max);
+            at = _mm512_mask_mov_epi64(at, more, idx);
+            idx = _mm512_add_epi64(idx, step);
+        }
+        let mut s = Lanes::new();
+        s.compared = whole as u64;
+        // SAFETY: each array holds eight f64 (or u64).
+        unsafe {
+            _mm512_storeu_pd(s.sq.as_mut_ptr(), sq);
+            _mm512_storeu_pd(s.ab.as_mut_ptr(), ab);
+            _mm512_storeu_pd(s.aa.as_mut_ptr(), aa);
+            _mm512_storeu_pd(s.bb.as_mut_ptr(), bb);
+            _mm512_storeu_pd(s.max.as_mut_ptr(), max);
+            _mm512_storeu_si512(s.at.as_mut_ptr().cast(), at);
+        }
+        s
+    }
+
+    /// Eight lanes in two registers of four f64.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn avx2(a: &[f32], b: &[f32]) -> Lanes {
+        let whole = a.len().min(b.len()) / LANES * LANES;
+        let zero = _mm256_setzero_pd();
+        let (mut sq, mut ab, mut aa, mut bb) = ([zero; 2], [zero; 2], [zero; 2], [zero; 2]);
+        let mut max = [_mm256_set1_pd(-1.0); 2];
+        let mut at = [zero; 2];
+        let mut idx = [
+            _mm256_setr_epi64x(0, 1, 2, 3),
+            _mm256_setr_epi64x(4, 5, 6, 7),
+        ];
+        let step = _mm256_set1_epi64x(LANES as i64);
+        let sign = _mm256_set1_pd(-0.0);
+        for (xs, ys) in a[..whole]
+            .chunks_exact(LANES)
+            .zip(b[..whole].chunks_exact(LANES))
+        {
+            for h in 0..2 {
+                // SAFETY: each chunk holds eight f32, two halves of four.
+                let (x, y) = unsafe {
+                    (
+                        _mm_loadu_ps(xs.as_ptr().add(4 * h)),
+                        _mm_loadu_ps(ys.as_ptr().add(4 * h)),
+                    )
+                };
+                let (x, y) = (_mm256_cvtps_pd(x), _mm256_cvtps_pd(y));
+                let d = _mm256_sub_pd(x, y);
+                sq[h] = _mm256_fmadd_pd(d, d, sq[h]);
+                ab[h] = _mm256_fmadd_pd(x, y, ab[h]);
+                aa[h] = _mm256_fmadd_pd(x, x, aa[h]);
+                bb[h] = _mm256_fmadd_pd(y, y, bb[h]);
+                let d = _mm256_andnot_pd(sign, d);
+                let more = _mm256_cmp_pd::<_CMP_GT_OQ>(d, max[h]);
+                max[h] = _mm256_max_pd(d, max[h]);
+                at[h] = _mm256_blendv_pd(at[h], _mm256_castsi256_pd(idx[h]), more);
+                idx[h] = _mm256_add_epi64(idx[h], step);
+            }
+        }
+        let mut s = Lanes::new();
+        s.compared = whole as u64;
+        for h in 0..2 {
+            let r = 4 * h..4 * h + 4;
+            // SAFETY: each range holds four f64 (or u64).
+            unsafe {
+                _mm256_storeu_pd(s.sq[r.clone()].as_mut_ptr(), sq[h]);
+                _mm256_storeu_pd(s.ab[r.clone()].as_mut_ptr(), ab[h]);
+                _mm256_storeu_pd(s.aa[r.clone()].as_mut_ptr(), aa[h]);
+                _mm256_storeu_pd(s.bb[r.clone()].as_mut_ptr(), bb[h]);
+                _mm256_storeu_pd(s.max[r.clone()].as_mut_ptr(), max[h]);
+                _mm256_storeu_pd(s.at[r].as_mut_ptr().cast(), at[h]);
             }
         }
         s
@@ -457,7 +569,7 @@ mod tests {
     #[test]
     fn every_vector_width_gives_the_same_figures() {
         // Odd lengths (a tail after the last whole chunk), ties, signs, tiny and huge values.
-        for n in [1usize, 7, 8, 9, 63, 640, 1001] {
+        for n in [1usize, 7, 8, 9, 63, 255, 256, 257, 640, 1001, 4096] {
             let a: Vec<f32> = (0..n)
                 .map(|i| ((i * 7919 % 613) as f32 - 300.0) * [1e-3, 1e30, 1e-30][i % 3])
                 .collect();
@@ -469,7 +581,21 @@ mod tests {
             let plain = Lanes::run(&a, &b, false).stats(3);
             let widest = Lanes::of_finite(&a, &b).expect("finite").stats(3);
             let checked = Lanes::of_any(&a, &b).stats(3);
-            for other in [&widest, &checked] {
+            let mut others = vec![widest, checked];
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU has AVX-512F.
+                    others.push(unsafe { x86::avx512(&a, &b) }.finish(&a, &b).stats(3));
+                }
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    // SAFETY: the CPU has AVX2 and FMA.
+                    others.push(unsafe { x86::avx2(&a, &b) }.finish(&a, &b).stats(3));
+                }
+            }
+            for other in &others {
                 assert_eq!(
                     plain.sum_squares.to_bits(),
                     other.sum_squares.to_bits(),

@@ -9,6 +9,7 @@ use super::digest::rows_digest;
 use super::quality::Quality;
 use super::schedule::{Extent, RowSizes, group_bytes, row_sizes, task_rows};
 use super::write::{Filled, Job};
+use crate::diff::ErrorStats;
 use crate::model::Tensor;
 use crate::pipeline::plan::TensorPlan;
 use crate::slab::COPY_TASK_BYTES;
@@ -356,8 +357,12 @@ thread_local! {
     static DEQUANTIZED: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
+/// Values dequantized at a time for the quality report: a chunk of rows stays in the
+/// first-level cache between its dequantization and its measurement.
+const MEASURED_CHUNK: usize = 4096;
+
 /// Dequantizes the rows `y` of `t` (output `k`'s tensor `tensor`), quantized from
-/// `source`, and measures their error for the quality report.
+/// `source`, and measures their error for the quality report, a few rows at a time.
 fn measure(
     q: &Quality,
     k: usize,
@@ -367,11 +372,28 @@ fn measure(
     y: &[u8],
     first_row: usize,
 ) -> Result<(), RunError> {
+    let row_len = (t.ne[0] as usize).max(1);
+    let rows = source.len() / row_len;
+    let row_bytes = y.len() / rows.max(1);
+    let chunk_rows = (MEASURED_CHUNK / row_len).max(1);
     let mut out = DEQUANTIZED.take();
-    out.resize(source.len(), 0.0);
-    let done = quantforge_kernels::dequantize(t.target, y, &mut out).map_err(codec_error(t));
+    let mut stats = Vec::with_capacity(rows);
+    let mut done = Ok(());
+    for (c, (xs, ys)) in source
+        .chunks(chunk_rows * row_len)
+        .zip(y.chunks(chunk_rows * row_bytes))
+        .enumerate()
+    {
+        out.resize(xs.len(), 0.0);
+        done = quantforge_kernels::dequantize(t.target, ys, &mut out).map_err(codec_error(t));
+        if done.is_err() {
+            break;
+        }
+        let first = (first_row + c * chunk_rows) as u64;
+        stats.extend(ErrorStats::of_rows(xs, &out, row_len, first));
+    }
     if done.is_ok() {
-        q.measure(k, tensor, source, &out, t.ne[0] as usize, first_row);
+        q.add(k, tensor, first_row, stats);
     }
     DEQUANTIZED.set(out);
     done

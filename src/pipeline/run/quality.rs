@@ -2,10 +2,10 @@
 //! output, the error of its dequantized output against the f32 values it was quantized
 //! from, computed on the rows as they are quantized (no second pass over any file).
 //!
-//! Each task's rows are measured one by one ([`ErrorStats::of_rows`]); since tasks finish
-//! in any order, each tensor's rows are added up in row order as they become contiguous,
-//! the way `quantforge diff` adds them, so the figures equal what `diff` computes on the
-//! finished files.
+//! Each task's rows are measured one by one ([`ErrorStats::of_rows`]), a few rows
+//! dequantized at a time; since tasks finish in any order, each tensor's rows are added
+//! up in row order as they become contiguous, the way `quantforge diff` adds them, so the
+//! figures equal what `diff` computes on the finished files.
 
 use crate::diff::ErrorStats;
 use std::collections::BTreeMap;
@@ -51,18 +51,16 @@ impl Quality {
         }
     }
 
-    /// Measures rows of tensor `tensor` of output `output`: `source` the values they were
-    /// quantized from, `output_values` their dequantized output, from row `first_row` on.
-    pub(super) fn measure(
+    /// Adds the figures of rows of tensor `tensor` of output `output`, one per row from
+    /// row `first_row` on ([`ErrorStats::of_rows`] of the values they were quantized from
+    /// and their dequantized output).
+    pub(super) fn add(
         &self,
         output: usize,
         tensor: usize,
-        source: &[f32],
-        output_values: &[f32],
-        row_len: usize,
         first_row: usize,
+        rows: Vec<ErrorStats>,
     ) {
-        let rows = ErrorStats::of_rows(source, output_values, row_len, first_row as u64);
         // A worker that panicked while holding the lock leaves its run failing anyway.
         if let Ok(mut all) = self.tensors.lock() {
             all[output][tensor].add(first_row as u64, rows);
@@ -93,7 +91,7 @@ mod tests {
         let q = Quality::new([1]);
         for (first, end) in [(6, 10), (0, 2), (3, 6), (2, 3)] {
             let (x, y) = (&a[first * 64..end * 64], &b[first * 64..end * 64]);
-            q.measure(0, 0, x, y, 64, first);
+            q.add(0, 0, first, ErrorStats::of_rows(x, y, 64, first as u64));
         }
         assert_eq!(q.take(0, 0), in_order);
     }

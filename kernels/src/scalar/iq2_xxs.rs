@@ -5,7 +5,7 @@
 //! (`iq2_find_best_neighbour` and the rounding of a group of 8 onto the grid).
 
 use super::iq_grid::{IQ2XXS, IqGrid, IqSearch, Lookup, Q_IQ2, Serial, Trials};
-use super::kquant::{GROUP_MAX_EPS, importance_weights, make_qp_quants, sum_squares};
+use super::kquant::{GROUP_MAX_EPS, importance_weights, sum_squares};
 use super::tables::{IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS};
 use crate::blocks::{BlockIq2Xxs, QK_K};
 use crate::num::{F16Le, nearest_int};
@@ -145,8 +145,29 @@ fn quantize_block<S: IqSearch>(xbl: &[f32], qw: &[f32], block: &mut BlockIq2Xxs)
     let mut q2 = [0u32; QK_K / 16];
     let mut scales = [0.0f32; QK_K / 32];
     let mut max_scale = 0.0f32;
-    for (ib, (xb, qwb)) in xbl.chunks_exact(32).zip(qw.chunks_exact(32)).enumerate() {
-        let Some((scale, l, signs)) = quantize_sub_block::<S>(xb, qwb, sigma2) else {
+    // Every sub-block's weights, magnitudes and signs first, so that the start scales of
+    // all eight are searched together (in lanes, for the SIMD codecs).
+    let mut weight = [0.0f32; QK_K];
+    let mut xval = [0.0f32; QK_K];
+    let mut signs = [[0u8; 4]; QK_K / 32];
+    for (ib, sub_signs) in signs.iter_mut().enumerate() {
+        let r = 32 * ib..32 * ib + 32;
+        importance_weights(
+            &xbl[r.clone()],
+            &qw[r.clone()],
+            sigma2,
+            &mut weight[r.clone()],
+        );
+        for (k, s) in sub_signs.iter_mut().enumerate() {
+            let g = 32 * ib + 8 * k..32 * ib + 8 * k + 8;
+            *s = even_signs(&xbl[g.clone()], &weight[g.clone()], &mut xval[g]);
+        }
+    }
+    let starts = S::qp_scales(&xval, &weight, K_MAX_Q + 1);
+    for ib in 0..QK_K / 32 {
+        let r = 32 * ib..32 * ib + 32;
+        let (xv, w) = (&xval[r.clone()], &weight[r]);
+        let Some((scale, l, signs)) = quantize_sub_block::<S>(xv, w, signs[ib], starts[ib]) else {
             continue;
         };
         for (k, (lk, &s)) in l.chunks_exact(8).zip(&signs).enumerate() {
@@ -173,33 +194,26 @@ fn quantize_block<S: IqSearch>(xbl: &[f32], qw: &[f32], block: &mut BlockIq2Xxs)
     }
 }
 
-/// The search of one sub-block of 32: `(scale, levels, 7-bit signs per group)`, or `None`
-/// when it is stored as all zeros (its largest magnitude below `GROUP_MAX_EPS`, or no
-/// positive start scale).
+/// The search of one sub-block of 32 (magnitudes `xval` as [`even_signs`] leaves them,
+/// weights `weight`, sign bits `signs`): `(scale, levels, 7-bit signs per group)`, or
+/// `None` when it is stored as all zeros (its largest magnitude below `GROUP_MAX_EPS`, or
+/// no positive start scale).
 ///
-/// The start scale is `make_qp_quants`' over 5 levels; 13 inverse scales around it are
-/// tried, each group rounded onto the grid; the best fit's scale is refined once with
-/// every group re-rounded at it.
+/// The start scale `start` is `make_qp_quants`' over 5 levels; 13 inverse scales around
+/// it are tried, each group rounded onto the grid; the best fit's scale is refined once
+/// with every group re-rounded at it.
 #[inline(always)]
 fn quantize_sub_block<S: IqSearch>(
-    xb: &[f32],
-    qw: &[f32],
-    sigma2: f32,
+    xval: &[f32],
+    weight: &[f32],
+    mut signs: [u8; 4],
+    start: f32,
 ) -> Option<(f32, [i8; 32], [u8; 4])> {
-    let mut weight = [0.0f32; 32];
-    importance_weights(xb, qw, sigma2, &mut weight);
-    let waux = weight.map(f32::sqrt);
-    let mut xval = [0.0f32; 32];
-    let mut signs = [0u8; 4];
-    for (k, s) in signs.iter_mut().enumerate() {
-        let g = 8 * k..8 * k + 8;
-        *s = even_signs(&xb[g.clone()], &weight[g.clone()], &mut xval[g]);
-    }
-    if max_of(&xval) < GROUP_MAX_EPS {
+    let waux: [f32; 32] = std::array::from_fn(|i| weight[i].sqrt());
+    if max_of(xval) < GROUP_MAX_EPS {
         return None;
     }
-    let mut codes = [0u8; 32];
-    let mut scale = make_qp_quants(32, K_MAX_Q + 1, &xval, &mut codes, &weight);
+    let mut scale = start;
     let eff_max = scale * K_MAX_Q as f32;
     // ggml skips the sub-block when `eff_max <= 0`. A NaN start scale (weights that
     // overflowed to infinity) goes on there, finds no better fit and ends in one of its
@@ -212,7 +226,7 @@ fn quantize_sub_block<S: IqSearch>(
     let ids: [f32; 13] =
         std::array::from_fn(|n| ((2 * K_MAX_Q - 1) as f32 + (n as i32 - 6) as f32 * 0.1) / eff_max);
     let mut trials = Trials::<4>::new();
-    S::trials(&IQ2XXS, &Q_IQ2, &xval, &weight, &waux, &ids, &mut trials);
+    S::trials(&IQ2XXS, &Q_IQ2, xval, weight, &waux, &ids, &mut trials);
     let mut l = [0i8; 32];
     let mut best = 0.0f32;
     let mut winner = None;
@@ -234,7 +248,7 @@ fn quantize_sub_block<S: IqSearch>(
         {
             lk.copy_from_slice(&snap_to_grid::<S>(&IQ2XXS, xv, wa, id, scale).0);
         }
-        let (sumqx, sumq2) = fit(&weight, &xval, &l);
+        let (sumqx, sumq2) = fit(weight, xval, &l);
         if sumq2 > 0.0 {
             scale = sumqx / sumq2;
         }

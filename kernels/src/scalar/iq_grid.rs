@@ -6,6 +6,7 @@
 //! is compiled, so the first row costs nothing extra (ggml spends 1.4 to 16 s per type
 //! building the same lists in `ggml_quantize_init`).
 
+use crate::blocks::QK_K;
 use crate::num::nearest_int;
 
 /// One grid of `D`-coordinate points and its search data.
@@ -105,6 +106,22 @@ pub(crate) trait IqSearch {
         pw: &[[f32; 17]; 2],
         max: f32,
     ) -> (f32, Option<(usize, usize, usize)>);
+
+    /// `make_qp_quants(32, nmax, x, L, w)`'s returned scale for each sub-block of 32 of
+    /// the super-block `x` (weights `w`), in order: iq2_xxs's start scales. The codes it
+    /// also makes are not needed.
+    #[inline(always)]
+    fn qp_scales(x: &[f32; QK_K], w: &[f32; QK_K], nmax: i32) -> [f32; QK_K / 32] {
+        let mut out = [0.0f32; QK_K / 32];
+        let mut codes = [0u8; 32];
+        for (o, (xb, wb)) in out
+            .iter_mut()
+            .zip(x.chunks_exact(32).zip(w.chunks_exact(32)))
+        {
+            *o = super::kquant::make_qp_quants(32, nmax, xb, &mut codes, wb);
+        }
+        out
+    }
 
     /// The first grid point of `nb` with the least error
     /// `sum_i w[i] * (scale * q[l_i] - x[i])^2` (`l_i` the candidate's level at coordinate

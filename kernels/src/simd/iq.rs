@@ -17,9 +17,10 @@
 
 use std::marker::PhantomData;
 
-use super::lanes::{Lanes, MAX_LANES, from_fn};
+use super::kquant::qp_quants;
+use super::lanes::{Lanes, MAX_LANES, from_fn, transpose};
 use crate::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs};
-use crate::blocks::{BlockIq3S, BlockIq3Xxs};
+use crate::blocks::{BlockIq3S, BlockIq3Xxs, QK_K};
 use crate::scalar::iq_grid::{IqGrid, IqSearch, Lookup, MAX_TRIALS, Neighbours, Trials};
 use crate::scalar::iq1_m::{self, CM1, CM2, CP1, CP2};
 use crate::scalar::iq1_s::{BLOCK, LEVELS_MINUS, LEVELS_PLUS, improves};
@@ -193,6 +194,22 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
             }
         }
         (scale, best)
+    }
+
+    /// The sub-blocks in lanes ([`qp_quants`], each lane as the scalar function runs).
+    #[inline(always)]
+    fn qp_scales(x: &[f32; QK_K], w: &[f32; QK_K], nmax: i32) -> [f32; QK_K / 32] {
+        let mut out = [0.0f32; QK_K / 32];
+        for start in (0..QK_K / 32).step_by(V::N) {
+            let count = V::N.min(QK_K / 32 - start);
+            let xv = transpose::<V, 32>(&x[32 * start..], count);
+            let wv = transpose::<V, 32>(&w[32 * start..], count);
+            let (scale, _) = qp_quants::<V, 32>(&xv, &wv, nmax);
+            let mut lanes = [0.0f32; MAX_LANES];
+            scale.store(&mut lanes);
+            out[start..start + count].copy_from_slice(&lanes[..count]);
+        }
+        out
     }
 
     /// Trials in lanes: each group's rounding and lattice index for `V::N` trials at once

@@ -142,17 +142,6 @@ impl Lanes {
         }
     }
 
-    /// The sums of one pair of values in lane `l`; returns their absolute difference.
-    #[inline(always)]
-    fn sums(&mut self, l: usize, x: f64, y: f64) -> f64 {
-        let d = x - y;
-        self.sq[l] = d.mul_add(d, self.sq[l]);
-        self.ab[l] = x.mul_add(y, self.ab[l]);
-        self.aa[l] = x.mul_add(x, self.aa[l]);
-        self.bb[l] = y.mul_add(y, self.bb[l]);
-        d.abs()
-    }
-
     /// One element (its index `i`, in lane `l`), if both values are finite.
     #[inline(always)]
     fn add(&mut self, i: u64, l: usize, x: f32, y: f32, check: bool) {
@@ -162,7 +151,12 @@ impl Lanes {
         } else {
             (0.0, 0.0)
         };
-        let d = self.sums(l, x, y);
+        let d = x - y;
+        self.sq[l] = d.mul_add(d, self.sq[l]);
+        self.ab[l] = x.mul_add(y, self.ab[l]);
+        self.aa[l] = x.mul_add(x, self.aa[l]);
+        self.bb[l] = y.mul_add(y, self.bb[l]);
+        let d = d.abs();
         let more = ok && d > self.max[l];
         self.max[l] = if more { d } else { self.max[l] };
         self.at[l] = if more { i } else { self.at[l] };

@@ -86,6 +86,12 @@ impl Lanes for Portable {
         Portable(map(self.0, |v| f32::from_bits(v.to_bits() & 0x7fff_ffff)))
     }
     #[inline(always)]
+    fn xor_bits(self, o: Self) -> Self {
+        Portable(zip(self.0, o.0, |a, b| {
+            f32::from_bits(a.to_bits() ^ b.to_bits())
+        }))
+    }
+    #[inline(always)]
     fn max(self, o: Self) -> Self {
         Portable(zip(self.0, o.0, |a, b| if a > b { a } else { b }))
     }

@@ -9,10 +9,10 @@
 //! is written as one whose values are all near zero, and [`ggml_quantizes`] tells which
 //! rows these are (see [`super::iq1_s`]).
 
-use super::iq_grid::{IqSearch, Serial};
+use super::iq_grid::{IqSearch, IqWrite, Serial};
 use super::iq1_s::{
-    LEVELS_MINUS, LEVELS_PLUS, abs_max, c_max, improves, put_shifted, snap_to_grid, sorted_order,
-    split_levels, sub_block_scale,
+    LEVELS_MINUS, LEVELS_PLUS, abs_max, c_max, improves, snap_to_grid, sorted_order, split_levels,
+    sub_block_scale,
 };
 use super::kquant::{importance_weights, sum_squares};
 use super::tables::IQ1S_DELTA;
@@ -296,6 +296,12 @@ pub(crate) fn best_split(
 /// index bits 8-10 and the delta sign (bit 3) of one group in its low nibble, and of the
 /// next group in its high nibble.
 pub fn dequantize_row(x: &[BlockIq1M], y: &mut [f32]) {
+    dequantize_row_with::<Serial>(x, y)
+}
+
+/// [`dequantize_row`], each group of 8 values written by `W`.
+#[inline(always)]
+pub(crate) fn dequantize_row_with<W: IqWrite>(x: &[BlockIq1M], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let sc: [u16; 4] = std::array::from_fn(|k| {
             u16::from_le_bytes([block.scales[2 * k], block.scales[2 * k + 1]])
@@ -318,7 +324,7 @@ pub fn dequantize_row(x: &[BlockIq1M], y: &mut [f32]) {
                 };
                 let delta = if negative { -IQ1S_DELTA } else { IQ1S_DELTA };
                 let dl = if l < 2 { dl1 } else { dl2 };
-                put_shifted(y8, dl, qs[l] as usize | high, delta);
+                W::shifted(y8, dl, qs[l] as usize | high, delta);
             }
         }
     }

@@ -12,7 +12,7 @@
 //! result; it is written here as ggml writes one whose values are all near zero (scale
 //! 0, grid point 0), and [`ggml_quantizes`] tells which rows these are.
 
-use super::iq_grid::{IQ1S, IqSearch, Lookup, Serial};
+use super::iq_grid::{IQ1S, IqSearch, IqWrite, Lookup, Serial};
 use super::kquant::{importance_weights, sum_squares};
 use super::tables::{IQ1S_DELTA, IQ1S_POINTS, NGRID_IQ1S};
 use crate::blocks::{BlockIq1S, QK_K};
@@ -356,6 +356,12 @@ pub(super) fn put_shifted(y: &mut [f32; 8], dl: f32, index: usize, delta: f32) {
 /// `3l..3l + 3` are index bits 8-10 of group `l`, bits 12-14 the scale `s` (sub-block
 /// scale `d * (2s + 1)`), bit 15 the sign of the delta.
 pub fn dequantize_row(x: &[BlockIq1S], y: &mut [f32]) {
+    dequantize_row_with::<Serial>(x, y)
+}
+
+/// [`dequantize_row`], each group of 8 values written by `W`.
+#[inline(always)]
+pub(crate) fn dequantize_row_with<W: IqWrite>(x: &[BlockIq1S], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let d = block.d.to_f32();
         for ((qh, q4), ys) in block
@@ -373,7 +379,7 @@ pub fn dequantize_row(x: &[BlockIq1S], y: &mut [f32]) {
             };
             for (l, (&q, y8)) in q4.iter().zip(ys.as_chunks_mut::<8>().0).enumerate() {
                 let index = q as usize | (((qh >> (3 * l)) & 7) << 8);
-                put_shifted(y8, dl, index, delta);
+                W::shifted(y8, dl, index, delta);
             }
         }
     }

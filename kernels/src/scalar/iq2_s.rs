@@ -4,9 +4,9 @@
 //! Mirrors ggml's `quantize_iq2_s` (`quantize_row_iq2_s_impl`, which runs with or without
 //! an importance matrix) and `dequantize_row_iq2_s`.
 
-use super::iq_grid::{IQ2S, IqSearch, Serial};
+use super::iq_grid::{IQ2S, IqSearch, IqWrite, Serial};
 use super::iq2_xs::search_pair;
-use super::iq2_xxs::{c_max, grid_index, max_of, put_signed, scale_code};
+use super::iq2_xxs::{c_max, grid_index, max_of, scale_code};
 use super::kquant::{importance_weights, sum_squares};
 use super::tables::IQ2S_GRID;
 use crate::blocks::{BlockIq2S, QK_K};
@@ -105,6 +105,12 @@ fn quantize_block<S: IqSearch>(xbl: &[f32], qw: Option<&[f32]>, block: &mut Bloc
 /// 32 the signs; group `l` of sub-block `ib32` takes index bits 8-9 from bits `2l..2l+2`
 /// of `qh[ib32]` and scale `d * (0.5 + s) * 0.25` as in iq2_xs.
 pub fn dequantize_row(x: &[BlockIq2S], y: &mut [f32]) {
+    dequantize_row_with::<Serial>(x, y)
+}
+
+/// [`dequantize_row`], each group of 8 values written by `W`.
+#[inline(always)]
+pub(crate) fn dequantize_row_with<W: IqWrite>(x: &[BlockIq2S], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let d = block.d.to_f32();
         let (qs, signs) = block.qs.split_at(QK_K / 8);
@@ -123,7 +129,7 @@ pub fn dequantize_row(x: &[BlockIq2S], y: &mut [f32]) {
                 // At most 10 bits; the mask says so to the compiler (no bounds check).
                 let index = (q as usize | ((qh << (8 - 2 * l)) & 0x300)) & 0x3ff;
                 let grid = IQ2S_GRID[index].to_le_bytes();
-                put_signed(y8, db[l / 2], grid, s);
+                W::signed(y8, db[l / 2], grid, s);
             }
         }
     }

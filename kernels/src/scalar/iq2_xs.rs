@@ -4,9 +4,9 @@
 //! and `dequantize_row_iq2_xs`, and holds the search of a half sub-block of 16 that iq2_s
 //! shares.
 
-use super::iq_grid::{IQ2XS, IqGrid, IqSearch, Q_IQ2, Serial, Trials};
+use super::iq_grid::{IQ2XS, IqGrid, IqSearch, IqWrite, Q_IQ2, Serial, Trials};
 use super::iq2_xxs::{
-    K_MAX_Q, c_max, even_signs, fit, grid_index, max_of, put_signed, scale_code, snap_to_grid,
+    K_MAX_Q, c_max, even_signs, fit, grid_index, max_of, scale_code, snap_to_grid,
 };
 use super::kquant::{GROUP_MAX_EPS, importance_weights, sum_squares};
 use super::tables::{IQ2XS_GRID, KSIGNS_IQ2XS};
@@ -143,6 +143,12 @@ pub(super) fn search_pair<S: IqSearch>(
 /// `d * (0.5 + s) * 0.25`, `s` the low (groups 0, 1) or high (groups 2, 3) nibble of
 /// `scales[ib32]`.
 pub fn dequantize_row(x: &[BlockIq2Xs], y: &mut [f32]) {
+    dequantize_row_with::<Serial>(x, y)
+}
+
+/// [`dequantize_row`], each group of 8 values written by `W`.
+#[inline(always)]
+pub(crate) fn dequantize_row_with<W: IqWrite>(x: &[BlockIq2Xs], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let d = block.d.to_f32();
         for ((qs, &sc), ys) in block
@@ -159,7 +165,7 @@ pub fn dequantize_row(x: &[BlockIq2Xs], y: &mut [f32]) {
                 let q = u16::from_le_bytes(*q);
                 let grid = IQ2XS_GRID[(q & 511) as usize].to_le_bytes();
                 let signs = KSIGNS_IQ2XS[(q >> 9) as usize];
-                put_signed(y8, db[l / 2], grid, signs);
+                W::signed(y8, db[l / 2], grid, signs);
             }
         }
     }

@@ -4,7 +4,7 @@
 //! `dequantize_row_iq2_xxs`, and holds the lattice search the three iq2 quantizers share
 //! (`iq2_find_best_neighbour` and the rounding of a group of 8 onto the grid).
 
-use super::iq_grid::{IQ2XXS, IqGrid, IqSearch, Lookup, Q_IQ2, Serial, Trials};
+use super::iq_grid::{IQ2XXS, IqGrid, IqSearch, IqWrite, Lookup, Q_IQ2, Serial, Trials};
 use super::kquant::{GROUP_MAX_EPS, importance_weights, sum_squares};
 use super::tables::{IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS};
 use crate::blocks::{BlockIq2Xxs, QK_K};
@@ -269,12 +269,14 @@ fn quantize_sub_block<S: IqSearch>(
 }
 
 /// Writes the 8 values `db * grid[j] * (signs & kmask_iq2xs[j] ? -1.f : 1.f)`, in that
-/// order of operations, as every ggml iq2/iq3 dequantizer does.
+/// order of operations, as every ggml iq2/iq3 dequantizer does. The product with -1 is
+/// written as the negation the compilers make of it (ggml's flips a NaN's sign too;
+/// a true product would keep it).
 #[inline(always)]
 pub(super) fn put_signed(y: &mut [f32], db: f32, grid: [u8; 8], signs: u8) {
     for ((out, &g), &mask) in y[..8].iter_mut().zip(&grid).zip(&KMASK_IQ2XS) {
-        let sign = if signs & mask != 0 { -1.0f32 } else { 1.0 };
-        *out = db * g as f32 * sign;
+        let v = db * g as f32;
+        *out = if signs & mask != 0 { -v } else { v };
     }
 }
 
@@ -282,6 +284,12 @@ pub(super) fn put_signed(y: &mut [f32], db: f32, grid: [u8; 8], signs: u8) {
 /// u32: the first holds 4 grid indices, the second 4 x 7 sign bits and a 4-bit scale `s`
 /// (top nibble), with sub-block scale `d * (0.5 + s) * 0.25`.
 pub fn dequantize_row(x: &[BlockIq2Xxs], y: &mut [f32]) {
+    dequantize_row_with::<Serial>(x, y)
+}
+
+/// [`dequantize_row`], each group of 8 values written by `W`.
+#[inline(always)]
+pub(crate) fn dequantize_row_with<W: IqWrite>(x: &[BlockIq2Xxs], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let d = block.d.to_f32();
         for (aux, ys) in block.qs.chunks_exact(4).zip(yb.chunks_exact_mut(32)) {
@@ -291,7 +299,7 @@ pub fn dequantize_row(x: &[BlockIq2Xxs], y: &mut [f32]) {
             for (l, y8) in ys.chunks_exact_mut(8).enumerate() {
                 let grid = IQ2XXS_GRID[aux8[l] as usize].to_le_bytes();
                 let signs = KSIGNS_IQ2XS[((aux1 >> (7 * l)) & 127) as usize];
-                put_signed(y8, db, grid, signs);
+                W::signed(y8, db, grid, signs);
             }
         }
     }

@@ -4,8 +4,7 @@
 //! Mirrors ggml's `quantize_iq3_s` (through the search shared with iq3_xxs,
 //! [`super::iq3_xxs`]) and `dequantize_row_iq3_s`.
 
-use super::iq_grid::{IQ3S, IqSearch, Serial};
-use super::iq2_xxs::put_signed;
+use super::iq_grid::{IQ3S, IqSearch, IqWrite, Serial};
 use super::iq3_xxs::{Iq3Rules, grid_pair, scale_codes, search_super_block};
 use super::tables::IQ3S_GRID;
 use crate::blocks::{BlockIq3S, QK_K};
@@ -73,6 +72,12 @@ pub(crate) fn quantize_row_with<S: IqSearch>(
 /// `qs[8k..8k + 8]`, index `i` taking bit 8 from bit `i` of `qh[k]`; its signs are
 /// `signs[4k..4k + 4]`. (ggml walks the sub-blocks in pairs; the values are the same.)
 pub fn dequantize_row(x: &[BlockIq3S], y: &mut [f32]) {
+    dequantize_row_with::<Serial>(x, y)
+}
+
+/// [`dequantize_row`], each group of 8 values written by `W`.
+#[inline(always)]
+pub(crate) fn dequantize_row_with<W: IqWrite>(x: &[BlockIq3S], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let d = block.d.to_f32();
         for (k, ys) in yb.chunks_exact_mut(32).enumerate() {
@@ -85,7 +90,7 @@ pub fn dequantize_row(x: &[BlockIq3S], y: &mut [f32]) {
                 let index1 = qs[2 * l] as usize | ((qh << (8 - 2 * l)) & 256);
                 let index2 = qs[2 * l + 1] as usize | ((qh << (7 - 2 * l)) & 256);
                 let grid = grid_pair(IQ3S_GRID[index1], IQ3S_GRID[index2]);
-                put_signed(y8, db, grid, block.signs[4 * k + l]);
+                W::signed(y8, db, grid, block.signs[4 * k + l]);
             }
         }
     }

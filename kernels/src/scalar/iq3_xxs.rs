@@ -5,8 +5,7 @@
 //! `quantize_row_iq3_xxs_impl`, its near-copy `quantize_row_iq3_s_impl` (the differences
 //! are the fields of [`Iq3Rules`]) and `iq3_find_best_neighbour`.
 
-use super::iq_grid::{IQ3XXS, IqGrid, IqSearch, MAX_TRIALS, Q_IQ3, Serial, Trials};
-use super::iq2_xxs::put_signed;
+use super::iq_grid::{IQ3XXS, IqGrid, IqSearch, IqWrite, MAX_TRIALS, Q_IQ3, Serial, Trials};
 use super::tables::{IQ3XXS_GRID, KSIGNS_IQ2XS};
 use crate::blocks::{BlockIq3Xxs, QK_K};
 use crate::num::{F16Le, nearest_int};
@@ -274,6 +273,12 @@ pub(super) fn grid_pair(a: u32, b: u32) -> [u8; 8] {
 /// the last 32 are one little-endian u32 per sub-block holding 4 x 7 sign bits and a 4-bit
 /// scale `s` (top nibble), with sub-block scale `d * (0.5 + s) * 0.5`.
 pub fn dequantize_row(x: &[BlockIq3Xxs], y: &mut [f32]) {
+    dequantize_row_with::<Serial>(x, y)
+}
+
+/// [`dequantize_row`], each group of 8 values written by `W`.
+#[inline(always)]
+pub(crate) fn dequantize_row_with<W: IqWrite>(x: &[BlockIq3Xxs], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let d = block.d.to_f32();
         let (qs, scales_and_signs) = block.qs.split_at(QK_K / 4);
@@ -290,7 +295,7 @@ pub fn dequantize_row(x: &[BlockIq3Xxs], y: &mut [f32]) {
                     IQ3XXS_GRID[q8[2 * l] as usize],
                     IQ3XXS_GRID[q8[2 * l + 1] as usize],
                 );
-                put_signed(y8, db, grid, signs);
+                W::signed(y8, db, grid, signs);
             }
         }
     }

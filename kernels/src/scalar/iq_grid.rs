@@ -201,8 +201,30 @@ impl<const G: usize> Trials<G> {
     }
 }
 
+/// How the i-quant dequantizers write a group of 8 values: [`Serial`] one value at a
+/// time (ggml's loops); the SIMD codecs in vectors, the same bits.
+pub(crate) trait IqWrite {
+    /// `y[j] = db * grid[j] * (signs & kmask_iq2xs[j] ? -1.f : 1.f)` for `j < 8`, in that
+    /// order of operations, as every ggml iq2/iq3 dequantizer does.
+    fn signed(y: &mut [f32], db: f32, grid: [u8; 8], signs: u8);
+    /// `y[j] = dl * (grid[j] + delta)` for the 8 values of iq1 grid point `index`, its
+    /// bytes read as `i8`: the inner loop of ggml's iq1_s and iq1_m dequantizers.
+    fn shifted(y: &mut [f32; 8], dl: f32, index: usize, delta: f32);
+}
+
 /// ggml's search, one candidate after another.
 pub(crate) struct Serial;
+
+impl IqWrite for Serial {
+    #[inline(always)]
+    fn signed(y: &mut [f32], db: f32, grid: [u8; 8], signs: u8) {
+        super::iq2_xxs::put_signed(y, db, grid, signs)
+    }
+    #[inline(always)]
+    fn shifted(y: &mut [f32; 8], dl: f32, index: usize, delta: f32) {
+        super::iq1_s::put_shifted(y, dl, index, delta)
+    }
+}
 
 impl IqSearch for Serial {
     #[inline(always)]

@@ -21,9 +21,10 @@ use super::kquant::qp_quants;
 use super::lanes::{Lanes, MAX_LANES, from_fn, transpose};
 use crate::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs};
 use crate::blocks::{BlockIq3S, BlockIq3Xxs, QK_K};
-use crate::scalar::iq_grid::{IqGrid, IqSearch, Lookup, MAX_TRIALS, Neighbours, Trials};
+use crate::scalar::iq_grid::{IqGrid, IqSearch, IqWrite, Lookup, MAX_TRIALS, Neighbours, Trials};
 use crate::scalar::iq1_m::{self, CM1, CM2, CP1, CP2};
 use crate::scalar::iq1_s::{BLOCK, LEVELS_MINUS, LEVELS_PLUS, improves};
+use crate::scalar::tables::{IQ1S_POINTS, NGRID_IQ1S};
 
 /// [`IqSearch`] over vectors of `V`'s lanes.
 pub(crate) struct LaneSearch<V>(PhantomData<V>);
@@ -539,45 +540,112 @@ impl Candidates {
     }
 }
 
-/// Declares the SIMD codec of an i-quant: its scalar quantizer with [`LaneSearch`]
-/// (`$quantize`, a lane function for [`super::row_codec!`]), its scalar dequantizer, both
-/// compiled for the ISA.
-macro_rules! iq_codec {
-    ($(#[$doc:meta])* $name:ident => $quantize:ident, $module:ident, $block:ty) => {
-        #[inline(always)]
-        fn $quantize<V: Lanes>(x: &[f32], w: Option<&[f32]>, y: &mut [$block]) {
-            crate::scalar::$module::quantize_row_with::<LaneSearch<V>>(x, w, y)
+/// `SIGN_BITS[s][j]`: -0.0 where bit `j` of the sign byte `s` is set, else +0.0: the sign
+/// bits that ggml's factor `signs & kmask_iq2xs[j] ? -1.f : 1.f` flips (a product with -1,
+/// which its compiler and ours make a negation, NaNs included).
+static SIGN_BITS: [[f32; 8]; 256] = {
+    let mut t = [[0.0f32; 8]; 256];
+    let mut s = 0;
+    while s < 256 {
+        let mut j = 0;
+        while j < 8 {
+            if s & (1 << j) != 0 {
+                t[s][j] = -0.0;
+            }
+            j += 1;
         }
+        s += 1;
+    }
+    t
+};
 
-        super::row_codec!($(#[$doc])* $name => $quantize, $module);
+/// The i-quant dequantizers' groups of 8 values in vectors of `V` (at most 8 lanes: the
+/// ISAs' narrow lanes; dequantizing is bound by memory writes). The scalar code's
+/// operations in its order per lane, so the same bits.
+pub(crate) struct LaneWrite<V>(PhantomData<V>);
+
+impl<V: Lanes> IqWrite for LaneWrite<V> {
+    #[inline(always)]
+    fn signed(y: &mut [f32], db: f32, grid: [u8; 8], signs: u8) {
+        const { assert!(V::N <= 8 && 8 % V::N == 0) };
+        let db = V::splat(db);
+        let sign_bits = &SIGN_BITS[signs as usize];
+        for k in (0..8).step_by(V::N) {
+            let g = V::load_u8(&grid[k..]);
+            db.mul(g)
+                .xor_bits(V::load(&sign_bits[k..]))
+                .store(&mut y[k..]);
+        }
+    }
+
+    #[inline(always)]
+    fn shifted(y: &mut [f32; 8], dl: f32, index: usize, delta: f32) {
+        const { assert!(V::N <= 8 && 8 % V::N == 0) };
+        // Indices have 11 bits; the mask says so to the compiler (no bounds check).
+        let grid: &[i8; 8] = bytemuck::cast_ref(&IQ1S_POINTS[index & (NGRID_IQ1S - 1)]);
+        let (dl, delta) = (V::splat(dl), V::splat(delta));
+        for k in (0..8).step_by(V::N) {
+            dl.mul(V::load_i8(&grid[k..]).add(delta)).store(&mut y[k..]);
+        }
+    }
+}
+
+/// Declares the SIMD codec of an i-quant: its scalar quantizer with [`LaneSearch`]
+/// and its scalar dequantizer with [`LaneWrite`] on the ISA's narrow lanes,
+/// both compiled for the ISA.
+macro_rules! iq_codec {
+    ($(#[$doc:meta])* $name:ident => $module:ident, $block:ty) => {
+        $(#[$doc])*
+        #[allow(non_camel_case_types)]
+        pub(crate) struct $name;
+
+        impl super::SimdCodec for $name {
+            #[inline(always)]
+            fn quantize<V: Lanes>(
+                row: super::Row<'_>,
+                w: Option<&[f32]>,
+                y: &mut [u8],
+                _: &mut super::Scratch<V>,
+            ) -> bool {
+                let y = super::blocks_mut::<$block>(y);
+                crate::scalar::$module::quantize_row_with::<LaneSearch<V>>(row.values, w, y);
+                true
+            }
+
+            #[inline(always)]
+            fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
+                let x = super::blocks::<$block>(x);
+                crate::scalar::$module::dequantize_row_with::<LaneWrite<V::Narrow>>(x, y)
+            }
+        }
     };
 }
 
 iq_codec!(
     /// iq2_xxs.
-    IQ2_XXS => quantize_iq2_xxs, iq2_xxs, BlockIq2Xxs
+    IQ2_XXS => iq2_xxs, BlockIq2Xxs
 );
 iq_codec!(
     /// iq2_xs.
-    IQ2_XS => quantize_iq2_xs, iq2_xs, BlockIq2Xs
+    IQ2_XS => iq2_xs, BlockIq2Xs
 );
 iq_codec!(
     /// iq2_s.
-    IQ2_S => quantize_iq2_s, iq2_s, BlockIq2S
+    IQ2_S => iq2_s, BlockIq2S
 );
 iq_codec!(
     /// iq3_xxs.
-    IQ3_XXS => quantize_iq3_xxs, iq3_xxs, BlockIq3Xxs
+    IQ3_XXS => iq3_xxs, BlockIq3Xxs
 );
 iq_codec!(
     /// iq3_s.
-    IQ3_S => quantize_iq3_s, iq3_s, BlockIq3S
+    IQ3_S => iq3_s, BlockIq3S
 );
 iq_codec!(
     /// iq1_s.
-    IQ1_S => quantize_iq1_s, iq1_s, BlockIq1S
+    IQ1_S => iq1_s, BlockIq1S
 );
 iq_codec!(
     /// iq1_m.
-    IQ1_M => quantize_iq1_m, iq1_m, BlockIq1M
+    IQ1_M => iq1_m, BlockIq1M
 );

@@ -52,6 +52,9 @@ pub(crate) trait Lanes: Copy {
     fn div(self, o: Self) -> Self;
     fn sqrt(self) -> Self;
     fn abs(self) -> Self;
+    /// The lanes' bits exclusive-or `o`'s: with `o` holding -0.0 in some lanes and +0.0 in
+    /// the others, C's unary minus of those lanes (NaNs' signs flipped too).
+    fn xor_bits(self, o: Self) -> Self;
     /// Lane-wise maximum (only used where no lane that matters can be NaN).
     fn max(self, o: Self) -> Self;
     /// Lane-wise minimum (only used where no lane that matters can be NaN).
@@ -268,6 +271,10 @@ impl<V: Lanes> Lanes for Pair<V> {
     #[inline(always)]
     fn abs(self) -> Self {
         Pair(self.0.abs(), self.1.abs())
+    }
+    #[inline(always)]
+    fn xor_bits(self, o: Self) -> Self {
+        Pair(self.0.xor_bits(o.0), self.1.xor_bits(o.1))
     }
     #[inline(always)]
     fn max(self, o: Self) -> Self {
@@ -553,6 +560,7 @@ pub(crate) mod checks {
                 round_half_away_int: crate::simd::lanes::checks::round_half_away_int,
                 transpose_and_bits: crate::simd::lanes::checks::transpose_and_bits,
                 masks: crate::simd::lanes::checks::masks,
+                xor_bits: crate::simd::lanes::checks::xor_bits,
                 u16_codes_and_lookups: crate::simd::lanes::checks::u16_codes_and_lookups,
                 qp_quants_matches_scalar: crate::simd::kquant::checks::qp_quants_matches_scalar,
             );
@@ -605,6 +613,47 @@ pub(crate) mod checks {
             assert_eq!(V::mask_bits(V::and(m, V::all())), want);
             assert_eq!(V::mask_bits(V::or(m, V::not(m))), full);
             assert_eq!(V::mask_bits(V::and_not(V::all(), m)), !want & full);
+        }
+    }
+
+    /// `xor_bits` against the bits' exclusive-or, NaNs, infinities, zeros and subnormals
+    /// included; with ±0.0 it is C's negation of the lanes it flips.
+    #[inline(always)]
+    pub(crate) fn xor_bits<V: Lanes>() {
+        let some = [
+            1.5f32,
+            -2.0,
+            0.0,
+            -0.0,
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::from_bits(1),
+            f32::from_bits(0x7fc1_2345),
+            f32::MAX,
+            -3.25e-20,
+            7.0,
+            f32::NEG_INFINITY,
+            0.125,
+            -1.0,
+            f32::from_bits(0xff80_0001),
+        ];
+        let values: [f32; MAX_LANES] = std::array::from_fn(|j| some[j % some.len()]);
+        let mut flips = [0.0f32; MAX_LANES];
+        let mut out = [0.0f32; MAX_LANES];
+        for pattern in 0..1u32 << V::N.min(16) {
+            for (j, f) in flips[..V::N].iter_mut().enumerate() {
+                *f = if pattern >> j & 1 != 0 { -0.0 } else { 0.0 };
+            }
+            V::load(&values).xor_bits(V::load(&flips)).store(&mut out);
+            for j in 0..V::N {
+                let want = if pattern >> j & 1 != 0 {
+                    -values[j]
+                } else {
+                    values[j]
+                };
+                assert_eq!(out[j].to_bits(), want.to_bits(), "lane {j} of {pattern:b}");
+            }
         }
     }
 

@@ -255,18 +255,25 @@ pub(crate) fn quantize_q5_0_weighted<V: Lanes>(x: &[f32], qw: &[f32], y: &mut [B
 #[inline(always)]
 pub(crate) fn dequantize_q8_0<V: Lanes, const STREAM: bool>(x: &[BlockQ8_0], y: &mut [f32]) {
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK)) {
-        let d = V::splat(block.d.to_f32());
-        for k in (0..QK).step_by(V::N) {
-            let v = V::load_i8(&block.qs[k..]).mul(d);
-            if STREAM {
-                v.store_stream(&mut yb[k..]);
-            } else {
-                v.store(&mut yb[k..]);
-            }
-        }
+        put_scaled::<V, STREAM>(&block.qs, block.d.to_f32(), yb);
     }
     if STREAM {
         V::stream_fence();
+    }
+}
+
+/// `y[i] = q[i] * d` for a block's signed quants (a whole number of vectors), stored
+/// around the caches with `STREAM` (the caller fences after the last).
+#[inline(always)]
+pub(crate) fn put_scaled<V: Lanes, const STREAM: bool>(q: &[i8], d: f32, y: &mut [f32]) {
+    let d = V::splat(d);
+    for (qs, ys) in q.chunks_exact(V::N).zip(y.chunks_exact_mut(V::N)) {
+        let v = V::load_i8(qs).mul(d);
+        if STREAM {
+            v.store_stream(ys);
+        } else {
+            v.store(ys);
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 //! The codes are then element-wise: `MIN(127, nearest_int(iscale * x))`.
 
 use super::lanes::{Lanes, abs_max};
+use super::q4_0_q5_0_q8_0::put_scaled;
 use super::{Row, Scratch, SimdCodec, blocks, blocks_mut};
 use crate::blocks::{BlockQ8K, QK_K};
 
@@ -66,8 +67,26 @@ impl SimdCodec for Q8_K {
         true
     }
 
+    /// `y = d * q` (IEEE products commute) in the ISA's narrow lanes,
+    /// bound by memory writes as q8_0's is; outputs too large for the caches are
+    /// written around them.
     #[inline(always)]
-    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
-        crate::scalar::q8_k::dequantize_row(blocks(x), y)
+    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], stream: bool) {
+        let x = blocks::<BlockQ8K>(x);
+        match stream {
+            true => dequantize_q8_k::<V::Narrow, true>(x, y),
+            false => dequantize_q8_k::<V::Narrow, false>(x, y),
+        }
+    }
+}
+
+/// `dequantize_row_q8_K` in lanes, with streaming stores when `STREAM`.
+#[inline(always)]
+fn dequantize_q8_k<V: Lanes, const STREAM: bool>(x: &[BlockQ8K], y: &mut [f32]) {
+    for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
+        put_scaled::<V, STREAM>(&block.qs, f32::from_le_bytes(block.d), yb);
+    }
+    if STREAM {
+        V::stream_fence();
     }
 }

@@ -69,6 +69,16 @@ impl Lanes for Neon {
         unsafe { Neon(vabsq_f32(self.0)) }
     }
     #[inline(always)]
+    fn xor_bits(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe {
+            Neon(vreinterpretq_f32_u32(veorq_u32(
+                vreinterpretq_u32_f32(self.0),
+                vreinterpretq_u32_f32(o.0),
+            )))
+        }
+    }
+    #[inline(always)]
     fn max(self, o: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe { Neon(vmaxq_f32(self.0, o.0)) }

@@ -75,6 +75,11 @@ impl Lanes for Avx2 {
         }
     }
     #[inline(always)]
+    fn xor_bits(self, o: Self) -> Self {
+        // SAFETY: see the impl comment.
+        unsafe { Avx2(_mm256_xor_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
     fn max(self, o: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe { Avx2(_mm256_max_ps(self.0, o.0)) }

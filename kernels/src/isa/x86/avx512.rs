@@ -74,6 +74,16 @@ impl Lanes for Avx512 {
         unsafe { Avx512(_mm512_abs_ps(self.0)) }
     }
     #[inline(always)]
+    fn xor_bits(self, o: Self) -> Self {
+        // SAFETY: see the impl comment (AVX-512F's integer form: the float one is DQ's).
+        unsafe {
+            Avx512(_mm512_castsi512_ps(_mm512_xor_si512(
+                _mm512_castps_si512(self.0),
+                _mm512_castps_si512(o.0),
+            )))
+        }
+    }
+    #[inline(always)]
     fn max(self, o: Self) -> Self {
         // SAFETY: see the impl comment.
         unsafe { Avx512(_mm512_max_ps(self.0, o.0)) }

@@ -128,6 +128,13 @@ pub(crate) trait Lanes: Copy {
     fn sext8(i: Self::Int) -> Self::Int;
     /// Stores the low byte of each integer lane into `s[..N]` (C's `(uint8_t)i`).
     fn store_u8(i: Self::Int, s: &mut [u8]);
+    /// [`Lanes::store_u8`] of four vectors into `s[..4 * N]`, one after another.
+    #[inline(always)]
+    fn store_u8_4(i: [Self::Int; 4], s: &mut [u8]) {
+        for (k, v) in i.into_iter().enumerate() {
+            Self::store_u8(v, &mut s[k * Self::N..]);
+        }
+    }
     /// Lanes whose integer has every bit of `bits` set.
     fn test_int(i: Self::Int, bits: i32) -> Self::Mask;
     /// The mask as bits, lane `k` in bit `k`.
@@ -479,12 +486,13 @@ pub(crate) fn abs_max<V: Lanes>(x: &[f32]) -> f32 {
 /// [`all_finite`] whether it held a NaN or an infinity.
 #[inline(always)]
 pub(crate) fn abs_max_seen<V: Lanes>(x: &[f32], seen: &mut V) -> f32 {
+    // Absolute values order as their bit patterns do, NaN and infinity above every finite
+    // value: one integer maximum per vector finds the maximum and shows them.
     let mut m = V::splat(0.0);
     for c in x.chunks_exact(V::N) {
-        let a = V::load(c).abs();
-        m = m.max(a);
-        *seen = seen.max_bits(a);
+        m = m.max_bits(V::load(c).abs());
     }
+    *seen = seen.max_bits(m);
     m.hmax()
 }
 
@@ -561,6 +569,7 @@ pub(crate) mod checks {
                 transpose_and_bits: crate::simd::lanes::checks::transpose_and_bits,
                 masks: crate::simd::lanes::checks::masks,
                 xor_bits: crate::simd::lanes::checks::xor_bits,
+                store_u8_4: crate::simd::lanes::checks::store_u8_4,
                 u16_codes_and_lookups: crate::simd::lanes::checks::u16_codes_and_lookups,
                 qp_quants_matches_scalar: crate::simd::kquant::checks::qp_quants_matches_scalar,
             );
@@ -613,6 +622,40 @@ pub(crate) mod checks {
             assert_eq!(V::mask_bits(V::and(m, V::all())), want);
             assert_eq!(V::mask_bits(V::or(m, V::not(m))), full);
             assert_eq!(V::mask_bits(V::and_not(V::all(), m)), !want & full);
+        }
+    }
+
+    /// `store_u8_4` against four `store_u8`, on integers from C's cast of floats: every low
+    /// byte with high bits clear and set, negative ones, and `INT_MIN` (NaN, out of range).
+    #[inline(always)]
+    pub(crate) fn store_u8_4<V: Lanes>() {
+        let mut values = [0.0f32; 4 * MAX_LANES];
+        let mut want = [0u8; 4 * MAX_LANES];
+        let mut got = [0u8; 4 * MAX_LANES];
+        for start in (0..4096).step_by(7) {
+            for (j, v) in values[..4 * V::N].iter_mut().enumerate() {
+                let k = start + 131 * j;
+                let low = (k & 0xff) as f32;
+                *v = match k % 6 {
+                    0 => low,
+                    1 => -low,
+                    2 => ((k % 65521) * 256) as f32 + low,
+                    3 => -(((k % 65521) * 256) as f32 + low),
+                    4 => f32::NAN,
+                    _ => 3.0e9,
+                };
+            }
+            let ints = [
+                V::load(&values).c_int(),
+                V::load(&values[V::N..]).c_int(),
+                V::load(&values[2 * V::N..]).c_int(),
+                V::load(&values[3 * V::N..]).c_int(),
+            ];
+            for (k, &i) in ints.iter().enumerate() {
+                V::store_u8(i, &mut want[k * V::N..]);
+            }
+            V::store_u8_4(ints, &mut got);
+            assert_eq!(got[..4 * V::N], want[..4 * V::N], "from {start}");
         }
     }
 

@@ -330,6 +330,22 @@ impl Lanes for Avx2 {
         }
     }
     #[inline(always)]
+    fn store_u8_4(i: [Avx2Int; 4], s: &mut [u8]) {
+        let s = &mut s[..32];
+        // SAFETY: see the impl comment; `s` holds 32 bytes. Each lane's low byte, taken
+        // alone, passes both unsigned saturating packs unchanged; the packs interleave
+        // the four vectors' 128-bit halves, which the permute puts back in order.
+        unsafe {
+            let low = _mm256_set1_epi32(0xff);
+            let (a, b) = (_mm256_and_si256(i[0].0, low), _mm256_and_si256(i[1].0, low));
+            let (c, d) = (_mm256_and_si256(i[2].0, low), _mm256_and_si256(i[3].0, low));
+            let bytes = _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+            let ordered =
+                _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256(s.as_mut_ptr().cast(), ordered)
+        }
+    }
+    #[inline(always)]
     fn test_int(i: Avx2Int, bits: i32) -> __m256 {
         // SAFETY: see the impl comment.
         unsafe {

@@ -7,9 +7,11 @@
 //! dequantizers are mostly the scalar ones compiled inside the ISA's `#[target_feature]`
 //! entry point, where the compiler vectorizes their element-wise IEEE operations (no
 //! contraction, no reassociation: the same bits by construction); q4_0's, whose loop the
-//! compiler vectorizes badly, and q8_0's, which stores with the ISA's narrow lanes, are
-//! written in lanes, and so is q4_K's for outputs too large for the caches, which it
-//! writes with streaming stores (as q8_0's does then).
+//! compiler vectorizes badly, and q8_0's and q8_K's, which store with the ISA's narrow
+//! lanes, are written in lanes, and so is q4_K's for outputs too large for the caches,
+//! which it writes with streaming stores (as q8_0's and q8_K's do then). The i-quants'
+//! run their scalar loops with each group of 8 values written in narrow lanes
+//! (`iq::LaneWrite`).
 //!
 //! Each type with a SIMD path implements [`SimdCodec`] in its file, and has its row in
 //! `crate::codecs`.

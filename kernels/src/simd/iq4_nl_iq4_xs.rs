@@ -222,12 +222,90 @@ pub(crate) fn quantize_iq4_xs<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [
     }
 }
 
+/// The 16 levels as floats, in index order.
+const KVALUES_F32: [f32; 16] = LEVELS.at;
+
+/// One run of 16 bytes of 4-bit indices at scale `dl`: `y[j] = dl * kvalues[q[j] & 15]`
+/// and `y[j + 16] = dl * kvalues[q[j] >> 4]`, the scalar code's one product per value
+/// (`dl` first, as there, which decides a NaN's payload). The nibbles are split in float
+/// as q4_0's are (`hi = (int)(q/16)`, `lo = q - 16*hi`: exact), then pick their level by
+/// lane. `STREAM` stores around the caches (the caller fences after the last).
+#[inline(always)]
+fn put_levels<V: Lanes, const STREAM: bool>(qs: &[u8], dl: f32, y: &mut [f32]) {
+    let (dl, sixteenth, sixteen) = (V::splat(dl), V::splat(0.0625), V::splat(16.0));
+    let (lo_out, hi_out) = y.split_at_mut(QK / 2);
+    for k in (0..QK / 2).step_by(V::N) {
+        let q = V::load_u8(&qs[k..]);
+        let hi = q.mul(sixteenth).c_int();
+        let lo = q.sub(V::int_to_f32(hi).mul(sixteen)).c_int();
+        let (lo, hi) = (
+            dl.mul(V::lookup16(&KVALUES_F32, lo)),
+            dl.mul(V::lookup16(&KVALUES_F32, hi)),
+        );
+        if STREAM {
+            lo.store_stream(&mut lo_out[k..]);
+            hi.store_stream(&mut hi_out[k..]);
+        } else {
+            lo.store(&mut lo_out[k..]);
+            hi.store(&mut hi_out[k..]);
+        }
+    }
+}
+
+/// `dequantize_row_iq4_nl` in lanes (the ISA's narrow ones: bound by its writes).
+#[inline(always)]
+fn dequantize_iq4_nl<V: Lanes>(x: &[BlockIq4Nl], y: &mut [f32], stream: bool) {
+    #[inline(always)]
+    fn run<V: Lanes, const STREAM: bool>(x: &[BlockIq4Nl], y: &mut [f32]) {
+        for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK)) {
+            put_levels::<V, STREAM>(&block.qs, block.d.to_f32(), yb);
+        }
+        if STREAM {
+            V::stream_fence();
+        }
+    }
+    match stream {
+        true => run::<V::Narrow, true>(x, y),
+        false => run::<V::Narrow, false>(x, y),
+    }
+}
+
+/// `dequantize_row_iq4_xs` in lanes: each sub-block's scale `d * (ls - 32)` as the
+/// scalar code makes it, its 32 values by [`put_levels`].
+#[inline(always)]
+fn dequantize_iq4_xs<V: Lanes>(x: &[BlockIq4Xs], y: &mut [f32], stream: bool) {
+    #[inline(always)]
+    fn run<V: Lanes, const STREAM: bool>(x: &[BlockIq4Xs], y: &mut [f32]) {
+        for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
+            let d = block.d.to_f32();
+            let scales_h = u16::from_le_bytes(block.scales_h) as i32;
+            for (ib, (qs, ys)) in block
+                .qs
+                .chunks_exact(QK / 2)
+                .zip(yb.chunks_exact_mut(QK))
+                .enumerate()
+            {
+                let ls = ((block.scales_l[ib / 2] as i32 >> (4 * (ib % 2))) & 0xf)
+                    | (((scales_h >> (2 * ib)) & 3) << 4);
+                put_levels::<V, STREAM>(qs, d * (ls - 32) as f32, ys);
+            }
+        }
+        if STREAM {
+            V::stream_fence();
+        }
+    }
+    match stream {
+        true => run::<V::Narrow, true>(x, y),
+        false => run::<V::Narrow, false>(x, y),
+    }
+}
+
 super::row_codec!(
     /// iq4_nl.
-    IQ4_NL => quantize_iq4_nl, iq4_nl
+    IQ4_NL => quantize_iq4_nl, dequantize = dequantize_iq4_nl
 );
 
 super::row_codec!(
     /// iq4_xs.
-    IQ4_XS => quantize_iq4_xs, iq4_xs
+    IQ4_XS => quantize_iq4_xs, dequantize = dequantize_iq4_xs
 );

@@ -6,12 +6,11 @@
 //! i-quants (`iq`) run their scalar searches with lanes across grid candidates and splits. The
 //! dequantizers are mostly the scalar ones compiled inside the ISA's `#[target_feature]`
 //! entry point, where the compiler vectorizes their element-wise IEEE operations (no
-//! contraction, no reassociation: the same bits by construction); q4_0's, whose loop the
-//! compiler vectorizes badly, and q8_0's and q8_K's, which store with the ISA's narrow
-//! lanes, are written in lanes, and so is q4_K's for outputs too large for the caches,
-//! which it writes with streaming stores (as q8_0's and q8_K's do then). The i-quants'
-//! run their scalar loops with each group of 8 values written in narrow lanes
-//! (`iq::LaneWrite`).
+//! contraction, no reassociation: the same bits by construction); q4_0's, iq4_nl's and
+//! iq4_xs's, whose loops the compiler vectorizes badly, and q8_0's and q8_K's are written
+//! in the ISA's narrow lanes, and so is q4_K's for outputs too large for the caches; all
+//! of these write such outputs with streaming stores. The other i-quants' run their
+//! scalar loops with each group of 8 values written in narrow lanes (`iq::LaneWrite`).
 //!
 //! Each type with a SIMD path implements [`SimdCodec`] in its file, and has its row in
 //! `crate::codecs`.
@@ -177,9 +176,19 @@ pub(crate) use entry_points;
 
 /// Declares a [`SimdCodec`] whose quantizer is a lane function `(x, imatrix, blocks)` of
 /// the file it is declared in (its caller checks each row for NaN and infinity first) and
-/// whose dequantizer is the scalar one of `scalar::$scalar`, compiled for the ISA.
+/// whose dequantizer is either the scalar one of `scalar::$scalar`, compiled for the ISA,
+/// or (`dequantize = f`) a lane function `f::<V>(blocks, y, stream)` of that file.
 macro_rules! row_codec {
     ($(#[$doc:meta])* $name:ident => $quantize:ident, $scalar:ident) => {
+        $crate::simd::row_codec!(@impl $(#[$doc])* $name => $quantize, [V, x, y, _stream]
+            crate::scalar::$scalar::dequantize_row(crate::simd::blocks(x), y));
+    };
+    ($(#[$doc:meta])* $name:ident => $quantize:ident, dequantize = $dequantize:ident) => {
+        $crate::simd::row_codec!(@impl $(#[$doc])* $name => $quantize, [V, x, y, stream]
+            $dequantize::<V>(crate::simd::blocks(x), y, stream));
+    };
+    (@impl $(#[$doc:meta])* $name:ident => $quantize:ident,
+        [$v:ident, $x:ident, $y:ident, $stream:ident] $dequantize:expr) => {
         $(#[$doc])*
         #[allow(non_camel_case_types)]
         pub(crate) struct $name;
@@ -197,8 +206,8 @@ macro_rules! row_codec {
             }
 
             #[inline(always)]
-            fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
-                crate::scalar::$scalar::dequantize_row(crate::simd::blocks(x), y)
+            fn dequantize<$v: Lanes>($x: &[u8], $y: &mut [f32], $stream: bool) {
+                $dequantize
             }
         }
     };

@@ -293,9 +293,10 @@ pub(crate) fn put_scaled<V: Lanes, const STREAM: bool>(q: &[i8], d: f32, y: &mut
 /// `dequantize_row_q4_0`: `y = (q - 8) * d`, low nibbles to the block's first 16 values,
 /// high nibbles to the last 16. The nibbles are split in float: `hi = (int)(q/16)` (exact:
 /// `q/16` is exact and truncation is floor for `q >= 0`), `lo = q - 16*hi`; `q - 8` and
-/// the product are then the scalar code's own operations (`V::N` divides 16).
+/// the product are then the scalar code's own operations (`V::N` divides 16). `STREAM`
+/// writes around the caches.
 #[inline(always)]
-pub(crate) fn dequantize_q4_0<V: Lanes>(x: &[BlockQ4_0], y: &mut [f32]) {
+pub(crate) fn dequantize_q4_0<V: Lanes, const STREAM: bool>(x: &[BlockQ4_0], y: &mut [f32]) {
     let (sixteenth, sixteen, eight) = (V::splat(0.0625), V::splat(16.0), V::splat(8.0));
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK)) {
         let d = V::splat(block.d.to_f32());
@@ -304,9 +305,18 @@ pub(crate) fn dequantize_q4_0<V: Lanes>(x: &[BlockQ4_0], y: &mut [f32]) {
             let q = V::load_u8(&block.qs[k..]);
             let hi = V::int_to_f32(q.mul(sixteenth).c_int());
             let lo = q.sub(hi.mul(sixteen));
-            lo.sub(eight).mul(d).store(&mut lo_out[k..]);
-            hi.sub(eight).mul(d).store(&mut hi_out[k..]);
+            let (lo, hi) = (lo.sub(eight).mul(d), hi.sub(eight).mul(d));
+            if STREAM {
+                lo.store_stream(&mut lo_out[k..]);
+                hi.store_stream(&mut hi_out[k..]);
+            } else {
+                lo.store(&mut lo_out[k..]);
+                hi.store(&mut hi_out[k..]);
+            }
         }
+    }
+    if STREAM {
+        V::stream_fence();
     }
 }
 
@@ -330,8 +340,11 @@ impl SimdCodec for Q4_0 {
     }
 
     #[inline(always)]
-    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
-        dequantize_q4_0::<V>(blocks(x), y)
+    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], stream: bool) {
+        match stream {
+            true => dequantize_q4_0::<V::Narrow, true>(blocks(x), y),
+            false => dequantize_q4_0::<V::Narrow, false>(blocks(x), y),
+        }
     }
 }
 

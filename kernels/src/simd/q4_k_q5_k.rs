@@ -328,29 +328,68 @@ pub(crate) fn requantize_with_min<V: Lanes>(x: &[f32], d: f32, dm: f32, nmax: i3
 /// around them (see [`Lanes::store_stream`]).
 #[inline(always)]
 pub(crate) fn dequantize_q4_k_streaming<V: Lanes>(x: &[BlockQ4K], y: &mut [f32]) {
-    let (sixteenth, sixteen) = (V::splat(0.0625), V::splat(16.0));
     for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let (d, min) = (block.d.to_f32(), block.dmin.to_f32());
-        for (j, (ys, qs)) in yb
-            .chunks_exact_mut(64)
-            .zip(block.qs.chunks_exact(32))
-            .enumerate()
-        {
-            let (sc1, m1) = get_scale_min_k4(2 * j, &block.scales);
-            let (sc2, m2) = get_scale_min_k4(2 * j + 1, &block.scales);
-            let (d1, m1) = (V::splat(d * sc1 as f32), V::splat(min * m1 as f32));
-            let (d2, m2) = (V::splat(d * sc2 as f32), V::splat(min * m2 as f32));
-            let (lo_out, hi_out) = ys.split_at_mut(32);
-            for k in (0..32).step_by(V::N) {
-                let q = V::load_u8(&qs[k..]);
-                let hi = V::int_to_f32(q.mul(sixteenth).c_int());
-                let lo = q.sub(hi.mul(sixteen));
-                d1.mul(lo).sub(m1).store_stream(&mut lo_out[k..]);
-                d2.mul(hi).sub(m2).store_stream(&mut hi_out[k..]);
-            }
-        }
+        put_k_super_block::<V, false>(d, min, &block.scales, &block.qs, &[0; 32], yb);
     }
     V::stream_fence();
+}
+
+/// `dequantize_row_q5_K` in lanes, as [`dequantize_q4_k_streaming`] with each value's
+/// fifth bit from `qh`.
+#[inline(always)]
+pub(crate) fn dequantize_q5_k_streaming<V: Lanes>(x: &[BlockQ5K], y: &mut [f32]) {
+    for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
+        let (d, min) = (block.d.to_f32(), block.dmin.to_f32());
+        put_k_super_block::<V, true>(d, min, &block.scales, &block.qs, &block.qh, yb);
+    }
+    V::stream_fence();
+}
+
+/// What bits `2j` and `2j + 1` of a q5_K high-bit byte add to the low and the high
+/// nibble's value, by those two bits.
+const HIGH_LO: [f32; 4] = [0.0, 16.0, 0.0, 16.0];
+const HIGH_HI: [f32; 4] = [0.0, 0.0, 16.0, 16.0];
+
+/// One q4_K (`Q5 = false`) or q5_K super-block's 256 values from its scales, 128 bytes of
+/// nibbles and, for q5_K, 32 bytes of high bits (bits `2j`, `2j + 1` of `qh[k]` for value
+/// `k` of quarters `2j` and `2j + 1`: `+16` where set, exact in float as the scalar
+/// code's integer sum is), stored around the caches.
+#[inline(always)]
+fn put_k_super_block<V: Lanes, const Q5: bool>(
+    d: f32,
+    min: f32,
+    scales: &[u8; 12],
+    qs: &[u8],
+    qh: &[u8; 32],
+    yb: &mut [f32],
+) {
+    let (sixteenth, sixteen) = (V::splat(0.0625), V::splat(16.0));
+    let mut high = [V::splat(0.0).c_int(); 32];
+    if Q5 {
+        for (k, h) in high.iter_mut().take(32 / V::N).enumerate() {
+            *h = V::load_u8(&qh[k * V::N..]).c_int();
+        }
+    }
+    for (j, (ys, qs)) in yb.chunks_exact_mut(64).zip(qs.chunks_exact(32)).enumerate() {
+        let (sc1, m1) = get_scale_min_k4(2 * j, scales);
+        let (sc2, m2) = get_scale_min_k4(2 * j + 1, scales);
+        let (d1, m1) = (V::splat(d * sc1 as f32), V::splat(min * m1 as f32));
+        let (d2, m2) = (V::splat(d * sc2 as f32), V::splat(min * m2 as f32));
+        let (lo_out, hi_out) = ys.split_at_mut(32);
+        for (v, k) in (0..32).step_by(V::N).enumerate() {
+            let q = V::load_u8(&qs[k..]);
+            let mut hi = V::int_to_f32(q.mul(sixteenth).c_int());
+            let mut lo = q.sub(hi.mul(sixteen));
+            if Q5 {
+                let h = V::shr_int(high[v], 2 * j as u32);
+                lo = lo.add(V::lookup4(&HIGH_LO, h));
+                hi = hi.add(V::lookup4(&HIGH_HI, h));
+            }
+            d1.mul(lo).sub(m1).store_stream(&mut lo_out[k..]);
+            d2.mul(hi).sub(m2).store_stream(&mut hi_out[k..]);
+        }
+    }
 }
 
 /// q4_K: finds NaN and infinity itself (see [`quantize_row`]).
@@ -411,7 +450,11 @@ impl SimdCodec for Q5_K {
     }
 
     #[inline(always)]
-    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], _: bool) {
-        crate::scalar::q5_k::dequantize_row(blocks(x), y)
+    fn dequantize<V: Lanes>(x: &[u8], y: &mut [f32], stream: bool) {
+        // As q4_K's.
+        match stream {
+            true => dequantize_q5_k_streaming::<V::Narrow>(blocks(x), y),
+            false => crate::scalar::q5_k::dequantize_row(blocks(x), y),
+        }
     }
 }

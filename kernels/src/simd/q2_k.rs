@@ -100,7 +100,60 @@ impl SubBlockSearch for Search<'_> {
     }
 }
 
+/// `dequantize_row_q2_K` in lanes (the ISA's narrow ones: bound by its writes), with
+/// streaming stores for large outputs. Each half-block's 32 bytes are widened to integers
+/// once; the bit pair of each quarter is picked from them by a shift and a four-entry
+/// table (its value, exact in float), then `dl * q - ml` as the scalar code computes it.
+#[inline(always)]
+fn dequantize<V: Lanes>(x: &[BlockQ2K], y: &mut [f32], stream: bool) {
+    match stream {
+        true => dequantize_with::<V::Narrow, true>(x, y),
+        false => dequantize_with::<V::Narrow, false>(x, y),
+    }
+}
+
+#[inline(always)]
+fn dequantize_with<V: Lanes, const STREAM: bool>(x: &[BlockQ2K], y: &mut [f32]) {
+    const { assert!(V::N <= 16 && 16 % V::N == 0) };
+    const LEVELS: [f32; 4] = [0.0, 1.0, 2.0, 3.0];
+    for (block, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
+        let (d, min) = (block.d.to_f32(), block.dmin.to_f32());
+        for (half, (qs, yh)) in block
+            .qs
+            .chunks_exact(32)
+            .zip(yb.chunks_exact_mut(128))
+            .enumerate()
+        {
+            let mut q = [V::splat(0.0).c_int(); 32];
+            for (k, qk) in q.iter_mut().take(32 / V::N).enumerate() {
+                *qk = V::load_u8(&qs[k * V::N..]).c_int();
+            }
+            // Quarter p takes bit pair p; its first 16 values the scale byte 2p, the
+            // next 16 the byte 2p + 1 (of this half's 8).
+            for (p, y32) in yh.chunks_exact_mut(32).enumerate() {
+                for (h, y16) in y32.chunks_exact_mut(16).enumerate() {
+                    let sc = block.scales[8 * half + 2 * p + h];
+                    let dl = V::splat(d * (sc & 0xF) as f32);
+                    let ml = V::splat(min * (sc >> 4) as f32);
+                    for k in (0..16).step_by(V::N) {
+                        let bits = V::shr_int(q[(16 * h + k) / V::N], 2 * p as u32);
+                        let v = dl.mul(V::lookup4(&LEVELS, bits)).sub(ml);
+                        if STREAM {
+                            v.store_stream(&mut y16[k..]);
+                        } else {
+                            v.store(&mut y16[k..]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if STREAM {
+        V::stream_fence();
+    }
+}
+
 super::row_codec!(
     /// q2_K.
-    Q2_K => quantize_row, q2_k
+    Q2_K => quantize_row, dequantize = dequantize
 );

@@ -12,7 +12,7 @@ use super::kquant::{
     SubBlockSearch, importance_weights, search_sub_blocks, signed_abs_max, store_lanes,
     sub_block_weights,
 };
-use super::lanes::{Lanes, transpose};
+use super::lanes::{Lanes, store_as, transpose};
 use super::q4_k_q5_k::super_block_sums;
 use crate::blocks::{BlockIq4Nl, BlockIq4Xs, QK_K};
 use crate::scalar::iq4_nl::scale_codes;
@@ -242,13 +242,8 @@ fn put_levels<V: Lanes, const STREAM: bool>(qs: &[u8], dl: f32, y: &mut [f32]) {
             dl.mul(V::lookup16(&KVALUES_F32, lo)),
             dl.mul(V::lookup16(&KVALUES_F32, hi)),
         );
-        if STREAM {
-            lo.store_stream(&mut lo_out[k..]);
-            hi.store_stream(&mut hi_out[k..]);
-        } else {
-            lo.store(&mut lo_out[k..]);
-            hi.store(&mut hi_out[k..]);
-        }
+        store_as::<V, STREAM>(lo, &mut lo_out[k..]);
+        store_as::<V, STREAM>(hi, &mut hi_out[k..]);
     }
 }
 

@@ -445,6 +445,16 @@ impl<V: Lanes> Lanes for Pair<V> {
     }
 }
 
+/// Stores `v` into `s[..V::N]`, around the caches ([`Lanes::store_stream`]) with `STREAM`.
+#[inline(always)]
+pub(crate) fn store_as<V: Lanes, const STREAM: bool>(v: V, s: &mut [f32]) {
+    if STREAM {
+        v.store_stream(s);
+    } else {
+        v.store(s);
+    }
+}
+
 /// Lanes built from a function of the lane index.
 #[inline(always)]
 pub(crate) fn from_fn<V: Lanes>(f: impl Fn(usize) -> f32) -> V {

@@ -7,7 +7,7 @@
 use super::kquant::{
     Level, SubBlockSearch, qkx_search, search_sub_blocks, store_lanes, sub_block_weights,
 };
-use super::lanes::{Lanes, transpose};
+use super::lanes::{Lanes, store_as, transpose};
 use super::q4_k_q5_k::{requantize_with_min, super_block_sigma2};
 use crate::blocks::{BlockQ2K, QK_K};
 use crate::scalar::kquant::pack_2bit;
@@ -138,11 +138,7 @@ fn dequantize_with<V: Lanes, const STREAM: bool>(x: &[BlockQ2K], y: &mut [f32]) 
                     for k in (0..16).step_by(V::N) {
                         let bits = V::shr_int(q[(16 * h + k) / V::N], 2 * p as u32);
                         let v = dl.mul(V::lookup4(&LEVELS, bits)).sub(ml);
-                        if STREAM {
-                            v.store_stream(&mut y16[k..]);
-                        } else {
-                            v.store(&mut y16[k..]);
-                        }
+                        store_as::<V, STREAM>(v, &mut y16[k..]);
                     }
                 }
             }

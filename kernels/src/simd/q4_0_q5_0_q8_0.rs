@@ -10,7 +10,7 @@ use super::kquant::{
     SubBlockSearch, importance_weights, qx_search, search_sub_blocks, store_lanes,
 };
 use super::lanes::{
-    Lanes, MAX_LANES, abs_max, abs_max_seen, all_finite, round_half_away_int, transpose,
+    Lanes, MAX_LANES, abs_max, abs_max_seen, all_finite, round_half_away_int, store_as, transpose,
 };
 use super::{Row, Scratch, SimdCodec, blocks, blocks_mut};
 use crate::blocks::{BlockQ4_0, BlockQ5_0, BlockQ8_0};
@@ -281,12 +281,7 @@ pub(crate) fn dequantize_q8_0<V: Lanes, const STREAM: bool>(x: &[BlockQ8_0], y: 
 pub(crate) fn put_scaled<V: Lanes, const STREAM: bool>(q: &[i8], d: f32, y: &mut [f32]) {
     let d = V::splat(d);
     for (qs, ys) in q.chunks_exact(V::N).zip(y.chunks_exact_mut(V::N)) {
-        let v = V::load_i8(qs).mul(d);
-        if STREAM {
-            v.store_stream(ys);
-        } else {
-            v.store(ys);
-        }
+        store_as::<V, STREAM>(V::load_i8(qs).mul(d), ys);
     }
 }
 
@@ -306,13 +301,8 @@ pub(crate) fn dequantize_q4_0<V: Lanes, const STREAM: bool>(x: &[BlockQ4_0], y: 
             let hi = V::int_to_f32(q.mul(sixteenth).c_int());
             let lo = q.sub(hi.mul(sixteen));
             let (lo, hi) = (lo.sub(eight).mul(d), hi.sub(eight).mul(d));
-            if STREAM {
-                lo.store_stream(&mut lo_out[k..]);
-                hi.store_stream(&mut hi_out[k..]);
-            } else {
-                lo.store(&mut lo_out[k..]);
-                hi.store(&mut hi_out[k..]);
-            }
+            store_as::<V, STREAM>(lo, &mut lo_out[k..]);
+            store_as::<V, STREAM>(hi, &mut hi_out[k..]);
         }
     }
     if STREAM {

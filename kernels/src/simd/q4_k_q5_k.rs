@@ -352,9 +352,9 @@ const HIGH_LO: [f32; 4] = [0.0, 16.0, 0.0, 16.0];
 const HIGH_HI: [f32; 4] = [0.0, 0.0, 16.0, 16.0];
 
 /// One q4_K (`Q5 = false`) or q5_K super-block's 256 values from its scales, 128 bytes of
-/// nibbles and, for q5_K, 32 bytes of high bits (bits `2j`, `2j + 1` of `qh[k]` for value
-/// `k` of quarters `2j` and `2j + 1`: `+16` where set, exact in float as the scalar
-/// code's integer sum is), stored around the caches.
+/// nibbles and, for q5_K, 32 bytes of high bits (bits `2j` and `2j + 1` of `qh[k]` for
+/// value `k` of the sub-blocks of 32 numbered `2j` and `2j + 1`: `+16` where set, exact
+/// in float as the scalar code's integer sum is), stored around the caches.
 #[inline(always)]
 fn put_k_super_block<V: Lanes, const Q5: bool>(
     d: f32,

@@ -222,9 +222,6 @@ pub(crate) fn quantize_iq4_xs<V: Lanes>(x: &[f32], qw: Option<&[f32]>, y: &mut [
     }
 }
 
-/// The 16 levels as floats, in index order.
-const KVALUES_F32: [f32; 16] = LEVELS.at;
-
 /// One run of 16 bytes of 4-bit indices at scale `dl`: `y[j] = dl * kvalues[q[j] & 15]`
 /// and `y[j + 16] = dl * kvalues[q[j] >> 4]`, the scalar code's one product per value
 /// (`dl` first, as there, which decides a NaN's payload). The nibbles are split in float
@@ -239,8 +236,8 @@ fn put_levels<V: Lanes, const STREAM: bool>(qs: &[u8], dl: f32, y: &mut [f32]) {
         let hi = q.mul(sixteenth).c_int();
         let lo = q.sub(V::int_to_f32(hi).mul(sixteen)).c_int();
         let (lo, hi) = (
-            dl.mul(V::lookup16(&KVALUES_F32, lo)),
-            dl.mul(V::lookup16(&KVALUES_F32, hi)),
+            dl.mul(V::lookup16(&LEVELS.at, lo)),
+            dl.mul(V::lookup16(&LEVELS.at, hi)),
         );
         store_as::<V, STREAM>(lo, &mut lo_out[k..]);
         store_as::<V, STREAM>(hi, &mut hi_out[k..]);

@@ -9,8 +9,9 @@
 //! contraction, no reassociation: the same bits by construction); q4_0's, q2_K's,
 //! iq4_nl's and iq4_xs's, whose loops the compiler vectorizes badly, and q8_0's and q8_K's
 //! are written in the ISA's narrow lanes, and so are q4_K's and q5_K's for outputs too
-//! large for the caches; all of these write such outputs with streaming stores. The other i-quants' run their
-//! scalar loops with each group of 8 values written in narrow lanes (`iq::LaneWrite`).
+//! large for the caches; all of these write such outputs with streaming stores. The other
+//! i-quants' run their scalar loops with each group of 8 values written in narrow lanes
+//! (`iq::LaneWrite`).
 //!
 //! Each type with a SIMD path implements [`SimdCodec`] in its file, and has its row in
 //! `crate::codecs`.

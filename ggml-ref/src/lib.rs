@@ -6,6 +6,7 @@
 
 pub mod golden;
 pub mod llama;
+pub mod remembered;
 
 // Force the native ggml libraries into the link.
 extern crate llama_cpp_sys_2;

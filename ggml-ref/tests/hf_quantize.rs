@@ -15,8 +15,8 @@ mod llama_common;
 #[path = "../../golden/tiny_llama.rs"]
 mod tiny_llama;
 
-use ggml_ref::llama::{Quantize, quantize};
-use llama_common::{first_difference, real_model, threads};
+use ggml_ref::llama::Quantize;
+use llama_common::{difference, llama_reference, real_model, threads};
 use quantforge::hf::{ConvertOptions, HfFolder, HfModel, OutType};
 use quantforge::model::ModelSource;
 use quantforge::pipeline::imatrix::Imatrix;
@@ -72,12 +72,20 @@ fn one_pass(dir: &Path, out: &Path, preset: &str, imatrix: Option<(&Imatrix, &Pa
     let run_options = RunOptions {
         threads: threads(),
         kv_overrides: imatrix
-            .map(|(m, f)| m.metadata(f.as_os_str().as_encoded_bytes()))
+            .map(|(m, f)| m.metadata(recorded_name(f)))
             .unwrap_or_default(),
         imatrix: imatrix.map(|(m, _)| m.clone()),
         ..RunOptions::default()
     };
     run(&model, &p, out, &run_options, |_| {}).unwrap();
+}
+
+/// The imatrix file's name as both runs record it: the name alone, not the temporary
+/// directory, so llama.cpp's remembered answer for the same data applies.
+fn recorded_name(file: &Path) -> &[u8] {
+    file.file_name()
+        .unwrap_or(file.as_os_str())
+        .as_encoded_bytes()
 }
 
 /// llama.cpp's form of an imatrix key (llama-quantize writes them as overrides).
@@ -122,13 +130,13 @@ fn check(what: &str, dir: &Path, outtype: OutType) {
                     .map(|(name, values)| (name.to_vec(), values.to_vec()))
                     .collect();
                 q.kv_overrides = m
-                    .metadata(f.as_os_str().as_encoded_bytes())
+                    .metadata(recorded_name(f))
                     .iter()
                     .map(|(k, v)| (k.clone(), kv_value(v)))
                     .collect();
             }
-            quantize(&converted, &theirs, &q).unwrap();
-            if let Some(d) = first_difference(&ours, &theirs) {
+            let reference = llama_reference(&converted, &theirs, &q).unwrap();
+            if let Some(d) = difference(&reference, &converted, &q, &ours, &theirs) {
                 let how = if with_imatrix { " with an imatrix" } else { "" };
                 failures.push(format!("{what} {preset}{how}: {d}"));
             }

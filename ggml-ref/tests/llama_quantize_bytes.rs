@@ -6,6 +6,11 @@
 //! llama with drawn shapes (`QF_PLAN_SEED` replays), and the real Gemma-3-270M turned
 //! into F16 (by llama.cpp and by quantforge, which must agree too; `QF_SKIP_REAL_MODELS=1`
 //! skips it). `QF_PLAN_PRESETS=Q4_K_M,Q8_0` limits the presets.
+//!
+//! llama.cpp's side of each comparison is its output's SHA-256, remembered between runs
+//! for the same input bytes, options and llama.cpp build (`ggml_ref::remembered`;
+//! `GGML_REF_NO_CACHE=1` runs it every time); on a difference llama.cpp runs again so the
+//! message names the first differing byte.
 
 mod llama_common;
 #[path = "../../golden/tiny_llama.rs"]
@@ -24,14 +29,13 @@ use tiny_llama::TinyLlama;
 /// More presets whose every type quantforge can write, for the small models.
 const MORE_PRESETS: [&str; 6] = ["IQ4_NL", "IQ4_XS", "MXFP4_MOE", "Q2_0", "IQ3_S", "IQ3_M"];
 
-fn llama_quantize(input: &Path, out: &Path, options: &Options) -> Result<(), String> {
+/// llama-quantize's parameters for `options`.
+fn llama_params(options: &Options) -> Quantize {
     let mut q = Quantize::new(options.ftype.code());
     q.only_copy = options.only_copy;
     q.allow_requantize = options.allow_requantize;
     q.nthread = threads() as i32;
-    quantize(input, out, &q)
-        .map(drop)
-        .map_err(|e| e.to_string())
+    q
 }
 
 fn quantforge_quantize(input: &Path, out: &Path, options: &Options) -> Result<(), String> {
@@ -60,23 +64,25 @@ fn check_all(what: &str, input: &Path, presets: &[&str]) {
     let mut failures = Vec::new();
     for name in presets {
         let options = Options::new(Preset::parse(name).expect("a preset"));
+        let q = llama_params(&options);
         let t0 = Instant::now();
-        let result =
-            llama_quantize(input, &theirs, &options).map_err(|e| format!("llama.cpp: {e}"));
+        let reference = llama_reference(input, &theirs, &q).map_err(|e| format!("llama.cpp: {e}"));
         let t1 = Instant::now();
-        let result = result.and_then(|()| quantforge_quantize(input, &ours, &options));
+        let result =
+            reference.and_then(|r| quantforge_quantize(input, &ours, &options).map(|()| r));
         let (llama, qf) = (t1 - t0, t1.elapsed());
+        let remembered = result.as_ref().is_ok_and(|r| !r.written);
         eprintln!(
-            "  {name:<7} llama.cpp {:>7.3} s, quantforge {:>7.3} s ({:.1}x, {} threads)",
+            "  {name:<7} llama.cpp {:>7.3} s{}, quantforge {:>7.3} s ({} threads)",
             llama.as_secs_f64(),
+            if remembered { " (remembered)" } else { "" },
             qf.as_secs_f64(),
-            llama.as_secs_f64() / qf.as_secs_f64().max(1e-9),
             threads()
         );
         match result {
             Err(e) => failures.push(format!("{name}: {e}")),
-            Ok(()) => {
-                if let Some(diff) = first_difference(&ours, &theirs) {
+            Ok(reference) => {
+                if let Some(diff) = difference(&reference, input, &q, &ours, &theirs) {
                     failures.push(format!("{name}: {diff}"));
                 }
             }
@@ -124,24 +130,15 @@ fn llama_with_drawn_shapes_bytes_every_preset() {
 
 #[test]
 fn real_gemma_bytes_every_preset() {
-    let Some(q4) = gemma_q4_k_m() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (ours, theirs) = (
-        dir.path().join("ours-f16.gguf"),
-        dir.path().join("f16.gguf"),
-    );
-    let mut f16 = Options::new(Preset::parse("F16").unwrap());
-    f16.allow_requantize = true;
-    llama_quantize(&q4, &theirs, &f16).expect("llama.cpp: Q4_K_M -> F16");
-    quantforge_quantize(&q4, &ours, &f16).expect("quantforge: Q4_K_M -> F16");
-    if let Some(diff) = first_difference(&ours, &theirs) {
-        panic!("Q4_K_M -> F16 --allow-requantize: {diff}");
-    }
-    std::fs::remove_file(&ours).unwrap();
+    // Made by quantforge, checked against llama.cpp's Q4_K_M -> F16 --allow-requantize.
+    let Some(f16) = gemma_f16(dir.path()) else {
+        return;
+    };
     // IQ3_S and IQ3_M are the i-quant presets llama.cpp runs without an importance matrix.
     check_all(
         "real Gemma-3-270M F16",
-        &theirs,
+        &f16,
         &presets_and(&["IQ3_S", "IQ3_M"]),
     );
 }

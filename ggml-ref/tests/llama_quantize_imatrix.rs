@@ -150,16 +150,18 @@ impl RawImatrix {
     }
 }
 
-/// llama.cpp's quantizer given what llama-quantize hands it: the entries and, after the
-/// user's overrides, the imatrix keys (neither when no entry is left).
-fn llama_quantize(
-    input: &Path,
-    out: &Path,
-    preset: Preset,
-    m: Option<&Imatrix>,
-    file: &Path,
-    prune: &[u32],
-) -> Result<(), String> {
+/// The imatrix file's name as the runs record it in `quantize.imatrix.file`: its file
+/// name alone, so the same data in another temporary directory is the same run (and
+/// llama.cpp's remembered answer for it applies).
+fn recorded_name(file: &Path) -> &[u8] {
+    file.file_name()
+        .unwrap_or(file.as_os_str())
+        .as_encoded_bytes()
+}
+
+/// What llama-quantize hands llama.cpp's quantizer: the entries and, after the user's
+/// overrides, the imatrix keys (neither when no entry is left).
+fn llama_params(preset: Preset, m: Option<&Imatrix>, file: &Path, prune: &[u32]) -> Quantize {
     let mut q = Quantize::new(preset.ftype.code());
     q.nthread = threads() as i32;
     q.prune_layers = prune.iter().map(|&l| l as i32).collect();
@@ -169,13 +171,25 @@ fn llama_quantize(
             .entries()
             .map(|(name, values)| (name.to_vec(), values.to_vec()))
             .collect();
-        overrides.extend(m.metadata(file.as_os_str().as_encoded_bytes()));
+        overrides.extend(m.metadata(recorded_name(file)));
     }
     q.kv_overrides = overrides
         .iter()
         .map(|(k, v)| (k.clone(), kv_value(v)))
         .collect();
-    quantize(input, out, &q)
+    q
+}
+
+/// llama.cpp's quantizer, run now.
+fn llama_quantize(
+    input: &Path,
+    out: &Path,
+    preset: Preset,
+    m: Option<&Imatrix>,
+    file: &Path,
+    prune: &[u32],
+) -> Result<(), String> {
+    quantize(input, out, &llama_params(preset, m, file, prune))
         .map(drop)
         .map_err(|e| e.to_string())
 }
@@ -202,7 +216,7 @@ fn quantforge_quantize(
     plan.check_runnable().map_err(|e| e.to_string())?;
     let mut kv_overrides = user_overrides();
     if let Some(m) = m {
-        kv_overrides.extend(m.metadata(file.as_os_str().as_encoded_bytes()));
+        kv_overrides.extend(m.metadata(recorded_name(file)));
     }
     let run_options = RunOptions {
         threads: threads(),
@@ -237,11 +251,12 @@ fn compare_pruned(
     let mut failures = Vec::new();
     for name in presets {
         let preset = Preset::parse(name).expect("a preset");
-        let llama = llama_quantize(input, &theirs, preset, m.as_ref(), file, prune);
+        let q = llama_params(preset, m.as_ref(), file, prune);
+        let llama = llama_reference(input, &theirs, &q);
         let qf = quantforge_quantize(input, &ours, preset, m.as_ref(), file, prune);
         match (llama, qf) {
-            (Ok(()), Ok(())) => {
-                if let Some(diff) = first_difference(&ours, &theirs) {
+            (Ok(reference), Ok(())) => {
+                if let Some(diff) = difference(&reference, input, &q, &ours, &theirs) {
                     failures.push(format!("{name}: {diff}"));
                 }
             }
@@ -314,13 +329,10 @@ fn drawn_moe_llama_with_imatrix_bytes() {
 /// The legacy format is read into the same values (the tiny models above check both).
 #[test]
 fn real_gemma_iq_presets_with_imatrix_bytes() {
-    let Some(q4) = gemma_q4_k_m() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let f16 = dir.path().join("gemma-f16.gguf");
-    let mut q = Quantize::new(Preset::parse("F16").unwrap().ftype.code());
-    q.allow_requantize = true;
-    q.nthread = threads() as i32;
-    quantize(&q4, &f16, &q).expect("llama.cpp: Q4_K_M -> F16");
+    let Some(f16) = gemma_f16(dir.path()) else {
+        return;
+    };
     let file = dir.path().join("imatrix.gguf");
     RawImatrix::random_for_gguf(&f16, 21).write_gguf(&file);
     let presets = presets(&IQ_PRESETS);

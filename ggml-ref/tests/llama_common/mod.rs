@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 use super::tiny_llama::TinyLlama;
+use ggml_ref::llama::Quantize;
+use ggml_ref::remembered::{Reference, quantize_fresh, quantize_remembered};
 use quantforge_formats::gguf::GgufFile;
 use std::path::{Path, PathBuf};
 
@@ -147,4 +149,82 @@ pub fn real_model(rel: &str) -> Option<PathBuf> {
         assert!(status.success(), "scripts/fetch-models failed: {status}");
     }
     Some(path)
+}
+
+/// llama.cpp's answer for quantizing `input` with `q`: remembered from an earlier run of
+/// the same input, options and llama.cpp build, or made now with `theirs` as its output
+/// (see `ggml_ref::remembered`).
+pub fn llama_reference(input: &Path, theirs: &Path, q: &Quantize) -> Result<Reference, String> {
+    quantize_remembered(input, theirs, q).map_err(|e| e.to_string())
+}
+
+/// Where `ours` differs from llama.cpp's output for `input` and `q`, `None` when it is the
+/// same file. When the answer was remembered (no file of llama.cpp's at hand), llama.cpp
+/// runs again into `theirs`: its fresh answer decides, replaces the remembered one, and
+/// names the first differing byte.
+pub fn difference(
+    reference: &Reference,
+    input: &Path,
+    q: &Quantize,
+    ours: &Path,
+    theirs: &Path,
+) -> Option<String> {
+    match reference.matches(ours) {
+        Ok(true) => return None,
+        Ok(false) => {}
+        Err(e) => return Some(format!("cannot read our output {}: {e}", ours.display())),
+    }
+    if !reference.written {
+        match quantize_fresh(input, theirs, q) {
+            Err(e) => return Some(format!("llama.cpp, run again to compare: {e}")),
+            Ok(fresh) if fresh.matches(ours).unwrap_or(false) => {
+                eprintln!(
+                    "warning: llama.cpp's remembered answer (sha256 {}) was not its output \
+                     now (sha256 {}); replaced",
+                    reference.sha256, fresh.sha256
+                );
+                return None;
+            }
+            Ok(_) => {}
+        }
+    }
+    Some(
+        first_difference(ours, theirs)
+            .unwrap_or_else(|| "differs from llama.cpp's output (sha256)".to_string()),
+    )
+}
+
+/// The real Gemma-3-270M as F16 (`llama-quantize --allow-requantize` of the Q4_K_M) in
+/// `dir`: written by quantforge and checked to be llama.cpp's file byte for byte (its
+/// answer remembered between runs). `None` when `QF_SKIP_REAL_MODELS=1`.
+pub fn gemma_f16(dir: &Path) -> Option<PathBuf> {
+    use quantforge::pipeline::plan::{ModelParams, Options, Preset, plan};
+    use quantforge::pipeline::run::{RunOptions, run, tensor_specs};
+    use quantforge_formats::gguf::GgufModel;
+    let q4 = gemma_q4_k_m()?;
+    let (ours, theirs) = (dir.join("gemma3-270m-f16.gguf"), dir.join("llama-f16.gguf"));
+    let mut q = Quantize::new(1); // F16
+    q.allow_requantize = true;
+    q.nthread = threads() as i32;
+    let reference = llama_reference(&q4, &theirs, &q).expect("llama.cpp: Q4_K_M -> F16");
+    let model = GgufModel::open(&q4).expect("the Q4_K_M");
+    let params = ModelParams::from_gguf(model.metadata()).expect("its hyperparameters");
+    let mut options = Options::new(Preset::parse("F16").expect("F16"));
+    options.allow_requantize = true;
+    let p = plan(
+        &params,
+        &tensor_specs(&model).expect("its tensors"),
+        &options,
+    )
+    .expect("plan");
+    let run_options = RunOptions {
+        threads: threads(),
+        ..RunOptions::default()
+    };
+    run(&model, &p, &ours, &run_options, |_| {}).expect("quantforge: Q4_K_M -> F16");
+    if let Some(diff) = difference(&reference, &q4, &q, &ours, &theirs) {
+        panic!("Q4_K_M -> F16 --allow-requantize: {diff}");
+    }
+    let _ = std::fs::remove_file(&theirs);
+    Some(ours)
 }

@@ -173,7 +173,19 @@ impl GgufHeader {
     /// than [`MAX_ARRAY_DEPTH`], sizes that overflow.
     pub fn encode(&self) -> Result<(Vec<u8>, Layout)> {
         let alignment = self.alignment()?;
-        let mut out = Vec::new();
+        // One allocation of the header's size (the data's padding included).
+        let kv: usize = self
+            .metadata
+            .iter()
+            .map(|(key, value)| 8 + key.len() + wire::value_len(value))
+            .sum();
+        let infos: usize = self
+            .tensors
+            .iter()
+            .map(|t| 8 + t.name().len() + 4 + 8 * t.ne().len() + 4 + 8)
+            .sum();
+        let size = 24 + kv + infos;
+        let mut out = Vec::with_capacity(size + alignment.min(4096) as usize);
         out.extend_from_slice(&GGUF_MAGIC);
         out.extend_from_slice(&self.version.to_le_bytes());
         out.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
@@ -200,6 +212,7 @@ impl GgufHeader {
             out.extend_from_slice(&info.ty().code().to_le_bytes());
             out.extend_from_slice(&offset.to_le_bytes());
         }
+        debug_assert_eq!(out.len(), size, "the header's size as computed beforehand");
         let header_size = out.len() as u64;
         let data_offset = pad(header_size, alignment).ok_or_else(|| overflow("header"))?;
         data_offset

@@ -288,6 +288,29 @@ impl StringArray {
         self.ends.push(self.bytes.len());
     }
 
+    /// The bytes of the strings as an `arr[str]` holds them: each one's u64 length, then
+    /// its bytes.
+    pub(crate) fn wire_len(&self) -> usize {
+        self.bytes.len() + 8 * self.ends.len()
+    }
+
+    /// Appends the strings as an `arr[str]` holds them ([`StringArray::wire_len`] bytes).
+    pub(crate) fn write_wire(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.resize(start + self.wire_len(), 0);
+        let mut to = &mut out[start..];
+        let mut from = 0;
+        for &end in &self.ends {
+            let s = &self.bytes[from..end];
+            let (len, rest) = to.split_at_mut(8);
+            len.copy_from_slice(&(s.len() as u64).to_le_bytes());
+            let (body, rest) = rest.split_at_mut(s.len());
+            body.copy_from_slice(s);
+            to = rest;
+            from = end;
+        }
+    }
+
     /// The strings' bytes, in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + DoubleEndedIterator + '_ {
         (0..self.len()).map(|i| &self[i])

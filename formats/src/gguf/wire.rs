@@ -223,6 +223,37 @@ pub(crate) fn write_string(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
+/// The bytes [`write_value`] appends for `value`: what a header is sized by before it
+/// is written, so a vocabulary of megabytes goes into one allocation.
+pub(crate) fn value_len(value: &Value) -> usize {
+    macro_rules! payload {
+        ($($variant:ident $ty:ident $as:ident $get:ident),*) => {
+            match value {
+                $( Value::$variant(_) => std::mem::size_of::<$ty>(), )*
+                Value::Bool(_) => 1,
+                Value::String(s) => 8 + s.as_bytes().len(),
+                Value::Array(a) => array_len(a),
+            }
+        };
+    }
+    4 + for_each_number!(payload)
+}
+
+/// The bytes [`write_array`] appends for `array`.
+fn array_len(array: &Array) -> usize {
+    macro_rules! elements {
+        ($($variant:ident $ty:ident $as:ident $get:ident),*) => {
+            match array {
+                $( Array::$variant(v) => v.len() * std::mem::size_of::<$ty>(), )*
+                Array::Bool(v) => v.len(),
+                Array::String(v) => v.wire_len(),
+                Array::Array(v) => v.iter().map(array_len).sum(),
+            }
+        };
+    }
+    4 + 8 + for_each_number!(elements)
+}
+
 /// Appends a value: its type code, then its payload.
 pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
     out.extend_from_slice(&value.value_type().code().to_le_bytes());
@@ -247,18 +278,17 @@ fn write_array(out: &mut Vec<u8>, array: &Array) {
         ($($variant:ident $ty:ident $as:ident $get:ident),*) => {
             match array {
                 $( Array::$variant(v) => {
-                    out.reserve(v.len() * std::mem::size_of::<$ty>());
-                    for x in v {
-                        out.extend_from_slice(&x.to_le_bytes());
+                    // Sized once and filled in place: a loop the compiler turns into
+                    // vector stores, where one `extend` per element was not.
+                    const SIZE: usize = std::mem::size_of::<$ty>();
+                    let start = out.len();
+                    out.resize(start + v.len() * SIZE, 0);
+                    for (to, x) in out[start..].chunks_exact_mut(SIZE).zip(v) {
+                        to.copy_from_slice(&x.to_le_bytes());
                     }
                 } )*
                 Array::Bool(v) => out.extend(v.iter().map(|&b| u8::from(b))),
-                Array::String(v) => {
-                    out.reserve(v.iter().map(|s| 8 + s.len()).sum());
-                    for s in v.iter() {
-                        write_string(out, s);
-                    }
-                }
+                Array::String(v) => v.write_wire(out),
                 Array::Array(v) => {
                     for a in v {
                         write_array(out, a);

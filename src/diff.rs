@@ -610,6 +610,45 @@ mod tests {
         assert!(Lanes::of_finite(&a, &a).is_none());
     }
 
+    /// Each lane's largest difference and its first place, where differences repeat
+    /// within and across lanes (few distinct values, runs of equal ones, odd lengths), in
+    /// every vector width against one element at a time.
+    #[test]
+    fn every_vector_width_finds_each_lanes_first_largest_difference() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for n in [8usize, 64, 65, 72, 127, 128, 136, 640, 1000, 4096] {
+            for levels in [1u64, 2, 3, 17] {
+                let a: Vec<f32> = (0..n).map(|_| (next() % levels) as f32).collect();
+                let b: Vec<f32> = (0..n).map(|_| -((next() % levels) as f32)).collect();
+                let plain = Lanes::run(&a, &b, false);
+                let mut others = vec![Lanes::of_finite(&a, &b).expect("finite")];
+                #[cfg(target_arch = "x86_64")]
+                {
+                    if std::arch::is_x86_feature_detected!("avx512f") {
+                        // SAFETY: the CPU has AVX-512F.
+                        others.push(unsafe { x86::avx512(&a, &b) }.finish(&a, &b));
+                    }
+                    if std::arch::is_x86_feature_detected!("avx2")
+                        && std::arch::is_x86_feature_detected!("fma")
+                    {
+                        // SAFETY: the CPU has AVX2 and FMA.
+                        others.push(unsafe { x86::avx2(&a, &b) }.finish(&a, &b));
+                    }
+                }
+                for other in &others {
+                    assert_eq!(plain.max, other.max, "n {n}, {levels} levels");
+                    assert_eq!(plain.at, other.at, "n {n}, {levels} levels");
+                }
+            }
+        }
+    }
+
     #[test]
     fn rows_are_measured_apart_and_cosine_is_the_normalised_product() {
         let a = [1.0f32, 0.0, 3.0, 4.0];

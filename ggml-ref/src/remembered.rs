@@ -20,6 +20,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 /// The llama.cpp build the answers come from: the pinned `llama-cpp-sys-2` of
@@ -56,7 +57,7 @@ impl Reference {
 /// llama.cpp's answer for quantizing `input` with `q`: remembered from an earlier run with
 /// the same input bytes, options and llama.cpp build, or made now by running
 /// [`quantize`] with `output` as its output (then [`Reference::written`] is set). A
-/// refusal is remembered too, with its log.
+/// refusal is returned as it is and not remembered.
 pub fn quantize_remembered(
     input: &Path,
     output: &Path,
@@ -99,7 +100,7 @@ fn answer(
         && let Some(entry) = &entry
         && let Some(answer) = read_entry(entry)
     {
-        return answer;
+        return Ok(answer);
     }
     let answer = quantize(input, output, q).and_then(|log| {
         let len = std::fs::metadata(output)
@@ -113,9 +114,11 @@ fn answer(
             written: true,
         })
     });
-    if let Some(entry) = &entry {
-        // A cache that cannot be written only costs the next run time.
-        let _ = write_entry(entry, &answer);
+    // Only outputs are remembered: a refusal may come from this machine (a full disk)
+    // rather than the run, and refusals come early and cost little. A cache that cannot
+    // be written only costs the next run time.
+    if let (Some(entry), Ok(r)) = (&entry, &answer) {
+        let _ = write_entry(entry, r);
     }
     answer
 }
@@ -236,41 +239,36 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// An entry is `ok LEN SHA256` or `refused` on its first line, the log after it.
-fn read_entry(path: &Path) -> Option<Result<Reference, QuantizeError>> {
+/// An entry is `ok LEN SHA256` on its first line, the log after it.
+fn read_entry(path: &Path) -> Option<Reference> {
     let text = std::fs::read_to_string(path).ok()?;
     let (first, log) = text.split_once('\n')?;
-    let log = log.to_string();
     let mut words = first.split(' ');
-    match words.next()? {
-        "ok" => {
-            let len = words.next()?.parse().ok()?;
-            let sha256 = words.next()?.to_string();
-            (sha256.len() == 64 && words.next().is_none()).then_some(Ok(Reference {
-                sha256,
-                len,
-                log,
-                written: false,
-            }))
-        }
-        "refused" => Some(Err(QuantizeError { log })),
-        _ => None,
-    }
+    (words.next()? == "ok").then_some(())?;
+    let len = words.next()?.parse().ok()?;
+    let sha256 = words.next()?.to_string();
+    (sha256.len() == 64 && words.next().is_none()).then(|| Reference {
+        sha256,
+        len,
+        log: log.to_string(),
+        written: false,
+    })
 }
 
 /// Writes an entry whole or not at all (a temporary file renamed over it), so parallel
-/// test binaries never read half of one.
-fn write_entry(path: &Path, answer: &Result<Reference, QuantizeError>) -> io::Result<()> {
-    let text = match answer {
-        Ok(r) => format!("ok {} {}\n{}", r.len, r.sha256, r.log),
-        Err(e) => format!("refused\n{}", e.log),
-    };
+/// tests never read half of one.
+fn write_entry(path: &Path, r: &Reference) -> io::Result<()> {
+    let text = format!("ok {} {}\n{}", r.len, r.sha256, r.log);
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
+    // Unique to this process and this write: two tests of one binary may remember the
+    // same run at once.
+    static WRITES: AtomicU64 = AtomicU64::new(0);
     let tmp = dir.join(format!(
-        ".{}.{}",
+        ".{}.{}.{}",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("entry"),
-        std::process::id()
+        std::process::id(),
+        WRITES.fetch_add(1, Ordering::Relaxed)
     ));
     let mut f = File::create(&tmp)?;
     f.write_all(text.as_bytes())?;
@@ -299,22 +297,14 @@ mod tests {
             log: "line one\nline two\n".to_string(),
             written: true,
         };
-        write_entry(&path, &Ok(ok.clone())).unwrap();
-        let back = read_entry(&path).unwrap().unwrap();
+        write_entry(&path, &ok).unwrap();
+        let back = read_entry(&path).unwrap();
         assert_eq!(
             back,
             Reference {
                 written: false,
                 ..ok
             }
-        );
-        let refused = QuantizeError {
-            log: "needs an imatrix\n".to_string(),
-        };
-        write_entry(&path, &Err(refused)).unwrap();
-        assert_eq!(
-            read_entry(&path).unwrap().unwrap_err().log,
-            "needs an imatrix\n"
         );
         std::fs::write(&path, "ok 12 short\n").unwrap();
         assert!(

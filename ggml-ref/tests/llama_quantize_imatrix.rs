@@ -180,20 +180,6 @@ fn llama_params(preset: Preset, m: Option<&Imatrix>, file: &Path, prune: &[u32])
     q
 }
 
-/// llama.cpp's quantizer, run now.
-fn llama_quantize(
-    input: &Path,
-    out: &Path,
-    preset: Preset,
-    m: Option<&Imatrix>,
-    file: &Path,
-    prune: &[u32],
-) -> Result<(), String> {
-    quantize(input, out, &llama_params(preset, m, file, prune))
-        .map(drop)
-        .map_err(|e| e.to_string())
-}
-
 fn quantforge_quantize(
     input: &Path,
     out: &Path,
@@ -462,7 +448,7 @@ fn partial_imatrix_and_its_effect() {
     let preset = Preset::parse("Q2_K_S").unwrap();
     let m = Imatrix::load(&file).unwrap();
     let out = dir.path().join("out.gguf");
-    let llama = llama_quantize(&input, &out, preset, Some(&m), &file, &[]);
+    let llama = quantize(&input, &out, &llama_params(preset, Some(&m), &file, &[]));
     let qf = quantforge_quantize(&input, &out, preset, Some(&m), &file, &[]);
     assert!(
         llama.is_err(),

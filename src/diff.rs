@@ -560,6 +560,27 @@ mod tests {
         assert_eq!(ErrorStats::default().rmse(), None);
     }
 
+    /// The lanes of `a` against `b` (all finite) by the widest vectors the CPU has and by
+    /// each vector width it has, forced.
+    fn every_width(a: &[f32], b: &[f32]) -> Vec<Lanes> {
+        #[allow(unused_mut)]
+        let mut all = vec![Lanes::of_finite(a, b).expect("finite")];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU has AVX-512F.
+                all.push(unsafe { x86::avx512(a, b) }.finish(a, b));
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                // SAFETY: the CPU has AVX2 and FMA.
+                all.push(unsafe { x86::avx2(a, b) }.finish(a, b));
+            }
+        }
+        all
+    }
+
     #[test]
     fn every_vector_width_gives_the_same_figures() {
         // Odd lengths (a tail after the last whole chunk), ties, signs, tiny and huge values.
@@ -573,22 +594,9 @@ mod tests {
                 .map(|(i, x)| if i % 5 == 0 { *x } else { x * 0.75 + 1e-4 })
                 .collect();
             let plain = Lanes::run(&a, &b, false).stats(3);
-            let widest = Lanes::of_finite(&a, &b).expect("finite").stats(3);
-            let checked = Lanes::of_any(&a, &b).stats(3);
-            let mut others = vec![widest, checked];
-            #[cfg(target_arch = "x86_64")]
-            {
-                if std::arch::is_x86_feature_detected!("avx512f") {
-                    // SAFETY: the CPU has AVX-512F.
-                    others.push(unsafe { x86::avx512(&a, &b) }.finish(&a, &b).stats(3));
-                }
-                if std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-                {
-                    // SAFETY: the CPU has AVX2 and FMA.
-                    others.push(unsafe { x86::avx2(&a, &b) }.finish(&a, &b).stats(3));
-                }
-            }
+            let mut others: Vec<ErrorStats> =
+                every_width(&a, &b).iter().map(|l| l.stats(3)).collect();
+            others.push(Lanes::of_any(&a, &b).stats(3));
             for other in &others {
                 assert_eq!(
                     plain.sum_squares.to_bits(),
@@ -627,21 +635,7 @@ mod tests {
                 let a: Vec<f32> = (0..n).map(|_| (next() % levels) as f32).collect();
                 let b: Vec<f32> = (0..n).map(|_| -((next() % levels) as f32)).collect();
                 let plain = Lanes::run(&a, &b, false);
-                let mut others = vec![Lanes::of_finite(&a, &b).expect("finite")];
-                #[cfg(target_arch = "x86_64")]
-                {
-                    if std::arch::is_x86_feature_detected!("avx512f") {
-                        // SAFETY: the CPU has AVX-512F.
-                        others.push(unsafe { x86::avx512(&a, &b) }.finish(&a, &b));
-                    }
-                    if std::arch::is_x86_feature_detected!("avx2")
-                        && std::arch::is_x86_feature_detected!("fma")
-                    {
-                        // SAFETY: the CPU has AVX2 and FMA.
-                        others.push(unsafe { x86::avx2(&a, &b) }.finish(&a, &b));
-                    }
-                }
-                for other in &others {
+                for other in &every_width(&a, &b) {
                     assert_eq!(plain.max, other.max, "n {n}, {levels} levels");
                     assert_eq!(plain.at, other.at, "n {n}, {levels} levels");
                 }

@@ -16,7 +16,7 @@ mod llama_common;
 mod tiny_llama;
 
 use ggml_ref::llama::Quantize;
-use llama_common::{difference, llama_reference, real_model, threads};
+use llama_common::{difference, llama_reference, real_model, recorded_name, threads};
 use quantforge::hf::{ConvertOptions, HfFolder, HfModel, OutType};
 use quantforge::model::ModelSource;
 use quantforge::pipeline::imatrix::Imatrix;
@@ -78,14 +78,6 @@ fn one_pass(dir: &Path, out: &Path, preset: &str, imatrix: Option<(&Imatrix, &Pa
         ..RunOptions::default()
     };
     run(&model, &p, out, &run_options, |_| {}).unwrap();
-}
-
-/// The imatrix file's name as both runs record it: the name alone, not the temporary
-/// directory, so llama.cpp's remembered answer for the same data applies.
-fn recorded_name(file: &Path) -> &[u8] {
-    file.file_name()
-        .unwrap_or(file.as_os_str())
-        .as_encoded_bytes()
 }
 
 /// llama.cpp's form of an imatrix key (llama-quantize writes them as overrides).

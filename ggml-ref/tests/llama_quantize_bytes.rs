@@ -38,25 +38,6 @@ fn llama_params(options: &Options) -> Quantize {
     q
 }
 
-fn quantforge_quantize(input: &Path, out: &Path, options: &Options) -> Result<(), String> {
-    let model = GgufModel::open(input).map_err(|e| e.to_string())?;
-    let params = ModelParams::from_gguf(model.metadata()).map_err(|e| e.to_string())?;
-    let plan = plan(
-        &params,
-        &tensor_specs(&model).map_err(|e| e.to_string())?,
-        options,
-    )
-    .map_err(|e| e.to_string())?;
-    plan.check_runnable().map_err(|e| e.to_string())?;
-    let run_options = RunOptions {
-        threads: threads(),
-        ..RunOptions::default()
-    };
-    run(&model, &plan, out, &run_options, |_| {})
-        .map(drop)
-        .map_err(|e| e.to_string())
-}
-
 /// Quantizes `input` both ways for each preset; fails listing every preset that differs.
 fn check_all(what: &str, input: &Path, presets: &[&str]) {
     let dir = tempfile::tempdir().expect("temp dir");

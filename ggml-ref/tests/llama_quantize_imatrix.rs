@@ -150,15 +150,6 @@ impl RawImatrix {
     }
 }
 
-/// The imatrix file's name as the runs record it in `quantize.imatrix.file`: its file
-/// name alone, so the same data in another temporary directory is the same run (and
-/// llama.cpp's remembered answer for it applies).
-fn recorded_name(file: &Path) -> &[u8] {
-    file.file_name()
-        .unwrap_or(file.as_os_str())
-        .as_encoded_bytes()
-}
-
 /// What llama-quantize hands llama.cpp's quantizer: the entries and, after the user's
 /// overrides, the imatrix keys (neither when no entry is left).
 fn llama_params(preset: Preset, m: Option<&Imatrix>, file: &Path, prune: &[u32]) -> Quantize {

@@ -226,32 +226,21 @@ pub(crate) fn write_string(out: &mut Vec<u8>, bytes: &[u8]) {
 /// The bytes [`write_value`] appends for `value`: what a header is sized by before it
 /// is written, so a vocabulary of megabytes goes into one allocation.
 pub(crate) fn value_len(value: &Value) -> usize {
-    macro_rules! payload {
-        ($($variant:ident $ty:ident $as:ident $get:ident),*) => {
-            match value {
-                $( Value::$variant(_) => std::mem::size_of::<$ty>(), )*
-                Value::Bool(_) => 1,
-                Value::String(s) => 8 + s.as_bytes().len(),
-                Value::Array(a) => array_len(a),
-            }
-        };
+    4 + match value {
+        Value::String(s) => 8 + s.as_bytes().len(),
+        Value::Array(a) => array_len(a),
+        scalar => scalar.value_type().fixed_size().unwrap_or(0),
     }
-    4 + for_each_number!(payload)
 }
 
 /// The bytes [`write_array`] appends for `array`.
 fn array_len(array: &Array) -> usize {
-    macro_rules! elements {
-        ($($variant:ident $ty:ident $as:ident $get:ident),*) => {
-            match array {
-                $( Array::$variant(v) => v.len() * std::mem::size_of::<$ty>(), )*
-                Array::Bool(v) => v.len(),
-                Array::String(v) => v.wire_len(),
-                Array::Array(v) => v.iter().map(array_len).sum(),
-            }
-        };
-    }
-    4 + 8 + for_each_number!(elements)
+    4 + 8
+        + match array {
+            Array::String(v) => v.wire_len(),
+            Array::Array(v) => v.iter().map(array_len).sum(),
+            fixed => fixed.len() * fixed.elem_type().fixed_size().unwrap_or(0),
+        }
 }
 
 /// Appends a value: its type code, then its payload.

@@ -5,7 +5,9 @@
 use super::tiny_llama::TinyLlama;
 use ggml_ref::llama::Quantize;
 use ggml_ref::remembered::{Reference, quantize_fresh, quantize_remembered};
-use quantforge_formats::gguf::GgufFile;
+use quantforge::pipeline::plan::{ModelParams, Options, Preset, plan};
+use quantforge::pipeline::run::{RunOptions, run, tensor_specs};
+use quantforge_formats::gguf::{GgufFile, GgufModel};
 use std::path::{Path, PathBuf};
 
 /// The presets the quantizer must match llama.cpp on: the common llama-quantize targets.
@@ -194,37 +196,51 @@ pub fn difference(
     )
 }
 
-/// The real Gemma-3-270M as F16 (`llama-quantize --allow-requantize` of the Q4_K_M) in
-/// `dir`: written by quantforge and checked to be llama.cpp's file byte for byte (its
-/// answer remembered between runs). `None` when `QF_SKIP_REAL_MODELS=1`.
-pub fn gemma_f16(dir: &Path) -> Option<PathBuf> {
-    use quantforge::pipeline::plan::{ModelParams, Options, Preset, plan};
-    use quantforge::pipeline::run::{RunOptions, run, tensor_specs};
-    use quantforge_formats::gguf::GgufModel;
-    let q4 = gemma_q4_k_m()?;
-    let (ours, theirs) = (dir.join("gemma3-270m-f16.gguf"), dir.join("llama-f16.gguf"));
-    let mut q = Quantize::new(1); // F16
-    q.allow_requantize = true;
-    q.nthread = threads() as i32;
-    let reference = llama_reference(&q4, &theirs, &q).expect("llama.cpp: Q4_K_M -> F16");
-    let model = GgufModel::open(&q4).expect("the Q4_K_M");
-    let params = ModelParams::from_gguf(model.metadata()).expect("its hyperparameters");
-    let mut options = Options::new(Preset::parse("F16").expect("F16"));
-    options.allow_requantize = true;
-    let p = plan(
+/// quantforge's run of `input` with `options` (no importance matrix) into `out`.
+pub fn quantforge_quantize(input: &Path, out: &Path, options: &Options) -> Result<(), String> {
+    let model = GgufModel::open(input).map_err(|e| e.to_string())?;
+    let params = ModelParams::from_gguf(model.metadata()).map_err(|e| e.to_string())?;
+    let plan = plan(
         &params,
-        &tensor_specs(&model).expect("its tensors"),
-        &options,
+        &tensor_specs(&model).map_err(|e| e.to_string())?,
+        options,
     )
-    .expect("plan");
+    .map_err(|e| e.to_string())?;
+    plan.check_runnable().map_err(|e| e.to_string())?;
     let run_options = RunOptions {
         threads: threads(),
         ..RunOptions::default()
     };
-    run(&model, &p, &ours, &run_options, |_| {}).expect("quantforge: Q4_K_M -> F16");
+    run(&model, &plan, out, &run_options, |_| {})
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// The real Gemma-3-270M as F16 (`llama-quantize --allow-requantize` of the Q4_K_M) in
+/// `dir`: written by quantforge and checked to be llama.cpp's file byte for byte (its
+/// answer remembered between runs). `None` when `QF_SKIP_REAL_MODELS=1`.
+pub fn gemma_f16(dir: &Path) -> Option<PathBuf> {
+    let q4 = gemma_q4_k_m()?;
+    let (ours, theirs) = (dir.join("gemma3-270m-f16.gguf"), dir.join("llama-f16.gguf"));
+    let mut options = Options::new(Preset::parse("F16").expect("F16"));
+    options.allow_requantize = true;
+    let mut q = Quantize::new(options.ftype.code());
+    q.allow_requantize = true;
+    q.nthread = threads() as i32;
+    let reference = llama_reference(&q4, &theirs, &q).expect("llama.cpp: Q4_K_M -> F16");
+    quantforge_quantize(&q4, &ours, &options).expect("quantforge: Q4_K_M -> F16");
     if let Some(diff) = difference(&reference, &q4, &q, &ours, &theirs) {
         panic!("Q4_K_M -> F16 --allow-requantize: {diff}");
     }
     let _ = std::fs::remove_file(&theirs);
     Some(ours)
+}
+
+/// The imatrix file's name as both runs record it in `quantize.imatrix.file`: the name
+/// alone, not its temporary directory, so the same data is the same run (and llama.cpp's
+/// remembered answer for it applies).
+pub fn recorded_name(file: &Path) -> &[u8] {
+    file.file_name()
+        .unwrap_or(file.as_os_str())
+        .as_encoded_bytes()
 }

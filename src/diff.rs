@@ -3,16 +3,24 @@
 //! sides decoded to f32 a slab of rows at a time, the largest absolute difference (and
 //! where), the RMSE and the NaN/infinite values met.
 //!
-//! Differences are taken in f64 (`|f64(a) - f64(b)|`). Elements where either side is NaN
-//! or infinite are counted apart and left out of the error figures; two NaNs, or two
-//! equal infinities, count as the same value. Shapes compare equal when they differ only
-//! by leading axes of 1 (GGUF writers may or may not drop them).
+//! The figures are made row by row ([`ErrorStats::of`] on one row) and the rows' figures
+//! added in row order in f64 ([`ErrorStats::merge`]), so the figures of a tensor do not
+//! depend on how its rows were cut into tasks: the quantizer's quality report (`quantize
+//! --report`) computes them the same way while it runs and gets the same numbers.
 //!
-//! The sums are made row by row ([`ErrorStats::of`] on one row, in a fixed order of
-//! eight lanes) and the rows' figures added in row order ([`ErrorStats::merge`]), so the
-//! figures of a tensor do not depend on how its rows were cut into tasks: the quantizer's
-//! quality report (`quantize --report`) computes them the same way while it runs and gets
-//! the same numbers.
+//! A row whose values are all finite is measured in f32, as fast as the values can be
+//! read: the difference `a - b` rounded to f32 (exact whenever the two are within a
+//! factor of two of each other, as a value and its quantized copy mostly are), its
+//! largest magnitude (the first element with it), and the sums of squared differences,
+//! of products and of each side's squares, each added in f32 over runs of sixteen
+//! elements and the runs' sums added in f64: a sum of squares is within about one part
+//! in a million of the exact one (a sum of products, of the sum of their magnitudes),
+//! and every CPU gets the same bits (see `Blocks`).
+//! A row with a NaN or an infinity, or values whose squares overflow f32, is measured in
+//! f64 (`|f64(a) - f64(b)|`, exact products), the elements where either side is NaN or
+//! infinite counted apart and left out of the error figures; two NaNs, or two equal
+//! infinities, count as the same value. Shapes compare equal when they differ only by
+//! leading axes of 1 (GGUF writers may or may not drop them).
 
 use crate::error::Result;
 use crate::model::{Encoding, Model, Tensor};
@@ -47,25 +55,23 @@ pub struct ErrorStats {
 
 impl ErrorStats {
     /// The figures of `a` against `b` (one row, or any run of elements taken as one),
-    /// elements numbered from `first`. Each sum is kept in eight lanes (element `i` in lane
-    /// `i % 8`) added pairwise at the end, an order vector registers of any width keep.
+    /// elements numbered from `first`, as the module docs describe: in f32 blocks when
+    /// every value is finite (and every block's sums stay finite), else in f64 with the
+    /// pairs that are not both finite left out.
     pub fn of(a: &[f32], b: &[f32], first: u64) -> ErrorStats {
         let n = a.len().min(b.len());
         let (a, b) = (&a[..n], &b[..n]);
         // Values are almost always finite: the checking sums only when they are not.
-        let (finite, lanes) = match Lanes::of_finite(a, b) {
-            Some(lanes) => (true, lanes),
-            None => (false, Lanes::of_any(a, b)),
-        };
-        let mut s = lanes.stats(first);
-        if !finite {
-            for (&x, &y) in a.iter().zip(b) {
-                if !(x.is_finite() && y.is_finite()) {
-                    s.non_finite_a += u64::from(!x.is_finite());
-                    s.non_finite_b += u64::from(!y.is_finite());
-                    let same = x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
-                    s.non_finite_mismatches += u64::from(!same);
-                }
+        if let Some(s) = Blocks::of(a, b, first) {
+            return s;
+        }
+        let mut s = Exact::run(a, b).stats(first);
+        for (&x, &y) in a.iter().zip(b) {
+            if !(x.is_finite() && y.is_finite()) {
+                s.non_finite_a += u64::from(!x.is_finite());
+                s.non_finite_b += u64::from(!y.is_finite());
+                let same = x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
+                s.non_finite_mismatches += u64::from(!same);
             }
         }
         s
@@ -111,116 +117,319 @@ impl ErrorStats {
     }
 }
 
-/// Lanes of [`ErrorStats::of`]'s sums.
-const LANES: usize = 8;
+/// Lanes of the f32 sums: element `i` of a row goes to lane `i % 16`.
+const LANES: usize = 16;
 
-/// The per-lane sums of [`ErrorStats::of`]: element `i` goes to lane `i % 8`. Each term
-/// is added with one fused multiply-add (`s + x * y` rounded once); the products of two
-/// f32 values are exact in f64, so only the squared difference's term differs from a
-/// separate multiply and add.
-struct Lanes {
-    compared: u64,
-    sq: [f64; LANES],
-    ab: [f64; LANES],
-    aa: [f64; LANES],
-    bb: [f64; LANES],
-    /// Each lane's largest difference (-1 before any) and its element.
-    max: [f64; LANES],
-    at: [u64; LANES],
+/// Terms each lane adds in f32 before the block's sums go into f64.
+const BLOCK_TERMS: usize = 16;
+
+/// Elements in a block.
+const BLOCK: usize = LANES * BLOCK_TERMS;
+
+/// The f32 sums of the rows whose values are all finite. Within a block of 256 elements,
+/// each lane's four sums (the squared difference, the product, the two squares) are made
+/// by fused multiply-adds in f32 in element order from 0, and its largest difference is
+/// kept; at the block's end each sum's sixteen lanes go into four f64 lanes (lane `j`
+/// taking `(p[j] + p[j+4]) + (p[j+8] + p[j+12])`), added pairwise at the row's end. The
+/// vector code does the same operations on the same lanes, so every CPU gets the same
+/// figures.
+struct Blocks {
+    /// `[sum][lane]` in f64: squared differences, products, squares of a, of b.
+    acc: [[f64; 4]; 4],
+    /// Each lane's largest difference so far (-1 before any), and the block it is in.
+    max: [f32; LANES],
+    block: [u32; LANES],
 }
 
-impl Lanes {
-    fn new() -> Lanes {
-        Lanes {
-            compared: 0,
-            sq: [0.0; LANES],
-            ab: [0.0; LANES],
-            aa: [0.0; LANES],
-            bb: [0.0; LANES],
+impl Blocks {
+    fn new() -> Blocks {
+        Blocks {
+            acc: [[0.0; 4]; 4],
             max: [-1.0; LANES],
-            at: [0; LANES],
+            block: [0; LANES],
         }
     }
 
-    /// One element (its index `i`, in lane `l`), if both values are finite.
-    #[inline(always)]
-    fn add(&mut self, i: u64, l: usize, x: f32, y: f32, check: bool) {
-        let ok = !check || (x.is_finite() && y.is_finite());
-        let (x, y) = if ok {
-            (f64::from(x), f64::from(y))
-        } else {
-            (0.0, 0.0)
-        };
-        let d = x - y;
-        self.sq[l] = d.mul_add(d, self.sq[l]);
-        self.ab[l] = x.mul_add(y, self.ab[l]);
-        self.aa[l] = x.mul_add(x, self.aa[l]);
-        self.bb[l] = y.mul_add(y, self.bb[l]);
-        let d = d.abs();
-        let more = ok && d > self.max[l];
-        self.max[l] = if more { d } else { self.max[l] };
-        self.at[l] = if more { i } else { self.at[l] };
-        self.compared += u64::from(ok);
+    /// The figures of `a` against `b` (the same length), elements numbered from `first`,
+    /// or `None` when a sum is not finite: a value is NaN or infinite, or squares
+    /// overflow f32.
+    fn of(a: &[f32], b: &[f32], first: u64) -> Option<ErrorStats> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                // SAFETY: the CPU has AVX2 and FMA.
+                return unsafe { x86::blocks(a, b) }.stats(a, b, first);
+            }
+        }
+        Blocks::run(a, b).stats(a, b, first)
     }
 
-    /// Every element of `a` against `b`, one at a time; `check`: leave out those not both
-    /// finite.
-    #[inline(always)]
-    fn run(a: &[f32], b: &[f32], check: bool) -> Lanes {
-        let mut s = Lanes::new();
-        for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
-            s.add(i as u64, i % LANES, x, y, check);
+    /// The sums and largest differences of every block, one element at a time.
+    fn run(a: &[f32], b: &[f32]) -> Blocks {
+        let mut s = Blocks::new();
+        for (k, (xs, ys)) in a.chunks(BLOCK).zip(b.chunks(BLOCK)).enumerate() {
+            let mut p = [[0.0f32; LANES]; 4];
+            let mut bm = [-1.0f32; LANES];
+            for (l, (&x, &y)) in xs.iter().zip(ys).enumerate() {
+                Blocks::term(&mut p, &mut bm, l % LANES, x, y);
+            }
+            s.end_block(k, &p, &bm);
         }
         s
     }
 
-    /// [`Lanes::run`] when every value is finite (else `None`), in the widest vectors the
-    /// CPU has (the same operations in the same order whatever their width).
-    fn of_finite(a: &[f32], b: &[f32]) -> Option<Lanes> {
-        let n = a.len().min(b.len());
-        let (a, b) = (&a[..n], &b[..n]);
-        #[allow(unused_mut)]
-        let mut lanes = None;
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU has AVX-512F.
-                lanes = Some(unsafe { x86::avx512(a, b) });
-            } else if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                // SAFETY: the CPU has AVX2 and FMA.
-                lanes = Some(unsafe { x86::avx2(a, b) });
+    /// Block `k`'s lane sums `p` and largest differences `bm` taken in.
+    #[inline(always)]
+    fn end_block(&mut self, k: usize, p: &[[f32; LANES]; 4], bm: &[f32; LANES]) {
+        for (acc, p) in self.acc.iter_mut().zip(p) {
+            fold(acc, p);
+        }
+        for ((max, block), &bm) in self.max.iter_mut().zip(&mut self.block).zip(bm) {
+            if bm > *max {
+                *max = bm;
+                *block = k as u32;
             }
         }
-        let lanes = match lanes {
-            Some(lanes) => lanes.finish(a, b),
-            None => Lanes::run(a, b, false),
-        };
-        // A NaN or an infinity on either side makes that side's sum of squares NaN or
-        // infinite (finite f32 values squared and summed stay far inside f64's range).
-        let all_finite = lanes.aa.iter().chain(&lanes.bb).all(|s| s.is_finite());
-        all_finite.then_some(lanes)
     }
 
-    /// After the vectors took the whole groups of eight: the rest, lane by lane.
-    fn finish(mut self, a: &[f32], b: &[f32]) -> Lanes {
+    /// One element in lane `l` of a block.
+    #[inline(always)]
+    fn term(p: &mut [[f32; LANES]; 4], bm: &mut [f32; LANES], l: usize, x: f32, y: f32) {
+        let d = x - y;
+        p[0][l] = d.mul_add(d, p[0][l]);
+        p[1][l] = x.mul_add(y, p[1][l]);
+        p[2][l] = x.mul_add(x, p[2][l]);
+        p[3][l] = y.mul_add(y, p[3][l]);
+        let d = d.abs();
+        bm[l] = if d > bm[l] { d } else { bm[l] };
+    }
+
+    /// The figures of the sums of `a` against `b`, elements numbered from `first`, or
+    /// `None` when a sum is not finite.
+    fn stats(&self, a: &[f32], b: &[f32], first: u64) -> Option<ErrorStats> {
         let n = a.len().min(b.len());
-        for i in n / LANES * LANES..n {
-            self.add(i as u64, i % LANES, a[i], b[i], false);
+        let add = |v: [f64; 4]| (v[0] + v[1]) + (v[2] + v[3]);
+        let [sq, ab, aa, bb] = self.acc.map(add);
+        if !(sq.is_finite() && ab.is_finite() && aa.is_finite() && bb.is_finite()) {
+            return None;
         }
-        self
+        let mut stats = ErrorStats {
+            compared: n as u64,
+            sum_squares: sq,
+            sum_products: ab,
+            sum_squares_a: aa,
+            sum_squares_b: bb,
+            ..ErrorStats::default()
+        };
+        // The largest difference: the first element with it, among the lanes that have
+        // it, in the block where each lane first met it (branch-free where the lane and
+        // the element are random).
+        let mut m = self.max;
+        for w in [8, 4, 2, 1] {
+            for l in 0..w {
+                m[l] = if m[l + w] > m[l] { m[l + w] } else { m[l] };
+            }
+        }
+        let top = m[0];
+        let mut lanes = 0u32;
+        for (l, &v) in self.max.iter().enumerate() {
+            lanes |= u32::from(top >= 0.0 && v == top) << l;
+        }
+        while lanes != 0 {
+            let l = lanes.trailing_zeros() as usize;
+            lanes &= lanes - 1;
+            let start = self.block[l] as usize * BLOCK + l;
+            let mut hits = 0u32;
+            for j in 0..BLOCK_TERMS {
+                let i = start + j * LANES;
+                hits |= u32::from(i < n && (a[i] - b[i]).abs() == top) << j;
+            }
+            let i = first + (start + hits.trailing_zeros() as usize * LANES) as u64;
+            if hits != 0 && stats.max_index.is_none_or(|m| i < m) {
+                stats.max_index = Some(i);
+            }
+        }
+        if stats.max_index.is_some() {
+            stats.max_abs = f64::from(top);
+        }
+        Some(stats)
+    }
+}
+
+/// [`Blocks::run`] in vectors: the same operations on the same lanes.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{BLOCK, Blocks, LANES};
+    use std::arch::x86_64::*;
+
+    /// Sixteen lanes in two registers of eight f32; the blocks' sums in one register of
+    /// four f64 per sum.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn blocks(a: &[f32], b: &[f32]) -> Blocks {
+        let n = a.len().min(b.len());
+        let sign = _mm256_set1_ps(-0.0);
+        let none = _mm256_set1_ps(-1.0);
+        let mut acc = [_mm256_setzero_pd(); 4];
+        let mut max = [none; 2];
+        let mut at = [_mm256_setzero_si256(); 2];
+        for (k, (xs, ys)) in a[..n].chunks(BLOCK).zip(b[..n].chunks(BLOCK)).enumerate() {
+            let mut p = [[_mm256_setzero_ps(); 2]; 4];
+            let mut bm = [none; 2];
+            let mut xc = xs.chunks_exact(LANES);
+            let mut yc = ys.chunks_exact(LANES);
+            for (x, y) in (&mut xc).zip(&mut yc) {
+                for h in 0..2 {
+                    // SAFETY: each chunk holds sixteen f32, two halves of eight.
+                    let (x, y) = unsafe {
+                        (
+                            _mm256_loadu_ps(x.as_ptr().add(8 * h)),
+                            _mm256_loadu_ps(y.as_ptr().add(8 * h)),
+                        )
+                    };
+                    let d = _mm256_sub_ps(x, y);
+                    p[0][h] = _mm256_fmadd_ps(d, d, p[0][h]);
+                    p[1][h] = _mm256_fmadd_ps(x, y, p[1][h]);
+                    p[2][h] = _mm256_fmadd_ps(x, x, p[2][h]);
+                    p[3][h] = _mm256_fmadd_ps(y, y, p[3][h]);
+                    bm[h] = _mm256_max_ps(_mm256_andnot_ps(sign, d), bm[h]);
+                }
+            }
+            if !xc.remainder().is_empty() {
+                // The row's last few elements, one at a time in their lanes.
+                let mut ps = [[0.0f32; LANES]; 4];
+                let mut bms = [0.0f32; LANES];
+                for (s, ps) in p.iter().zip(&mut ps) {
+                    store(ps, s);
+                }
+                store(&mut bms, &bm);
+                for (l, (&x, &y)) in xc.remainder().iter().zip(yc.remainder()).enumerate() {
+                    Blocks::term(&mut ps, &mut bms, l, x, y);
+                }
+                for (s, ps) in p.iter_mut().zip(&ps) {
+                    *s = load(ps);
+                }
+                bm = load(&bms);
+            }
+            for (acc, p) in acc.iter_mut().zip(&p) {
+                let w = |v: __m256, hi: bool| {
+                    _mm256_cvtps_pd(if hi {
+                        _mm256_extractf128_ps::<1>(v)
+                    } else {
+                        _mm256_castps256_ps128(v)
+                    })
+                };
+                let low = _mm256_add_pd(w(p[0], false), w(p[0], true));
+                let high = _mm256_add_pd(w(p[1], false), w(p[1], true));
+                *acc = _mm256_add_pd(*acc, _mm256_add_pd(low, high));
+            }
+            let block = _mm256_set1_epi32(k as i32);
+            for h in 0..2 {
+                let more = _mm256_cmp_ps::<_CMP_GT_OQ>(bm[h], max[h]);
+                max[h] = _mm256_blendv_ps(max[h], bm[h], more);
+                at[h] = _mm256_castps_si256(_mm256_blendv_ps(
+                    _mm256_castsi256_ps(at[h]),
+                    _mm256_castsi256_ps(block),
+                    more,
+                ));
+            }
+        }
+        let mut s = Blocks::new();
+        for (out, acc) in s.acc.iter_mut().zip(&acc) {
+            // SAFETY: each array holds four f64.
+            unsafe { _mm256_storeu_pd(out.as_mut_ptr(), *acc) };
+        }
+        store(&mut s.max, &max);
+        for (out, at) in s.block.chunks_exact_mut(8).zip(&at) {
+            // SAFETY: each chunk holds eight u32.
+            unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), *at) };
+        }
+        s
     }
 
-    /// [`Lanes::run`] leaving out the elements where a side is NaN or infinite.
-    fn of_any(a: &[f32], b: &[f32]) -> Lanes {
-        Lanes::run(a, b, true)
+    /// Sixteen lanes from two registers.
+    #[inline(always)]
+    fn store(out: &mut [f32; LANES], v: &[__m256; 2]) {
+        for h in 0..2 {
+            // SAFETY: each half holds eight f32.
+            unsafe { _mm256_storeu_ps(out[8 * h..].as_mut_ptr(), v[h]) };
+        }
+    }
+
+    /// Two registers from sixteen lanes.
+    #[inline(always)]
+    fn load(v: &[f32; LANES]) -> [__m256; 2] {
+        // SAFETY: each half holds eight f32.
+        std::array::from_fn(|h| unsafe { _mm256_loadu_ps(v[8 * h..].as_ptr()) })
+    }
+}
+
+/// A block's sixteen lane sums `p` added into four f64 lanes: lane `j` takes
+/// `(p[j] + p[j+4]) + (p[j+8] + p[j+12])`.
+#[inline(always)]
+fn fold(acc: &mut [f64; 4], p: &[f32; LANES]) {
+    for (j, acc) in acc.iter_mut().enumerate() {
+        let w = |l: usize| f64::from(p[l]);
+        *acc += (w(j) + w(j + 4)) + (w(j + 8) + w(j + 12));
+    }
+}
+
+/// Lanes of the f64 sums of [`Exact`].
+const EXACT_LANES: usize = 8;
+
+/// The f64 sums of the rows with a value that is not finite: element `i` in lane
+/// `i % 8`, each term added with one fused multiply-add (`s + x * y` rounded once; the
+/// products of two f32 values are exact in f64), the pairs that are not both finite left
+/// out, the lanes added pairwise at the end.
+struct Exact {
+    compared: u64,
+    sq: [f64; EXACT_LANES],
+    ab: [f64; EXACT_LANES],
+    aa: [f64; EXACT_LANES],
+    bb: [f64; EXACT_LANES],
+    /// Each lane's largest difference (-1 before any) and its element.
+    max: [f64; EXACT_LANES],
+    at: [u64; EXACT_LANES],
+}
+
+impl Exact {
+    /// Every element of `a` against `b`, one at a time.
+    fn run(a: &[f32], b: &[f32]) -> Exact {
+        let mut s = Exact {
+            compared: 0,
+            sq: [0.0; EXACT_LANES],
+            ab: [0.0; EXACT_LANES],
+            aa: [0.0; EXACT_LANES],
+            bb: [0.0; EXACT_LANES],
+            max: [-1.0; EXACT_LANES],
+            at: [0; EXACT_LANES],
+        };
+        for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
+            if !(x.is_finite() && y.is_finite()) {
+                continue;
+            }
+            let l = i % EXACT_LANES;
+            let (x, y) = (f64::from(x), f64::from(y));
+            let d = x - y;
+            s.sq[l] = d.mul_add(d, s.sq[l]);
+            s.ab[l] = x.mul_add(y, s.ab[l]);
+            s.aa[l] = x.mul_add(x, s.aa[l]);
+            s.bb[l] = y.mul_add(y, s.bb[l]);
+            if d.abs() > s.max[l] {
+                s.max[l] = d.abs();
+                s.at[l] = i as u64;
+            }
+            s.compared += 1;
+        }
+        s
     }
 
     /// The figures, elements numbered from `first`.
     fn stats(&self, first: u64) -> ErrorStats {
-        let add =
-            |v: [f64; LANES]| ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+        let add = |v: [f64; EXACT_LANES]| {
+            ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]))
+        };
         let mut s = ErrorStats {
             compared: self.compared,
             sum_squares: add(self.sq),
@@ -230,7 +439,7 @@ impl Lanes {
             ..ErrorStats::default()
         };
         // The largest difference, the first element of it on ties.
-        for l in 0..LANES {
+        for l in 0..EXACT_LANES {
             let at = first + self.at[l];
             if self.max[l] >= 0.0
                 && (s.max_index.is_none()
@@ -239,113 +448,6 @@ impl Lanes {
             {
                 s.max_abs = self.max[l];
                 s.max_index = Some(at);
-            }
-        }
-        s
-    }
-}
-
-/// [`Lanes::run`] without checks over the whole groups of eight elements, in vectors:
-/// each lane's sums by fused multiply-adds in element order, its largest difference
-/// (only a strictly larger one replaces it, so the first is kept) and where it is.
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::{LANES, Lanes};
-    use std::arch::x86_64::*;
-
-    /// Eight lanes in one register of eight f64.
-    #[target_feature(enable = "avx512f")]
-    pub(super) fn avx512(a: &[f32], b: &[f32]) -> Lanes {
-        let whole = a.len().min(b.len()) / LANES * LANES;
-        let zero = _mm512_setzero_pd();
-        let (mut sq, mut ab, mut aa, mut bb) = (zero, zero, zero, zero);
-        let mut max = _mm512_set1_pd(-1.0);
-        let mut at = _mm512_setzero_si512();
-        let mut idx = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
-        let step = _mm512_set1_epi64(LANES as i64);
-        for (xs, ys) in a[..whole]
-            .chunks_exact(LANES)
-            .zip(b[..whole].chunks_exact(LANES))
-        {
-            // SAFETY: each chunk holds eight f32.
-            let (x, y) = unsafe { (_mm256_loadu_ps(xs.as_ptr()), _mm256_loadu_ps(ys.as_ptr())) };
-            let (x, y) = (_mm512_cvtps_pd(x), _mm512_cvtps_pd(y));
-            let d = _mm512_sub_pd(x, y);
-            sq = _mm512_fmadd_pd(d, d, sq);
-            ab = _mm512_fmadd_pd(x, y, ab);
-            aa = _mm512_fmadd_pd(x, x, aa);
-            bb = _mm512_fmadd_pd(y, y, bb);
-            let d = _mm512_abs_pd(d);
-            let more = _mm512_cmp_pd_mask::<_CMP_GT_OQ>(d, max);
-            max = _mm512_max_pd(d, max);
-            at = _mm512_mask_mov_epi64(at, more, idx);
-            idx = _mm512_add_epi64(idx, step);
-        }
-        let mut s = Lanes::new();
-        s.compared = whole as u64;
-        // SAFETY: each array holds eight f64 (or u64).
-        unsafe {
-            _mm512_storeu_pd(s.sq.as_mut_ptr(), sq);
-            _mm512_storeu_pd(s.ab.as_mut_ptr(), ab);
-            _mm512_storeu_pd(s.aa.as_mut_ptr(), aa);
-            _mm512_storeu_pd(s.bb.as_mut_ptr(), bb);
-            _mm512_storeu_pd(s.max.as_mut_ptr(), max);
-            _mm512_storeu_si512(s.at.as_mut_ptr().cast(), at);
-        }
-        s
-    }
-
-    /// Eight lanes in two registers of four f64.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn avx2(a: &[f32], b: &[f32]) -> Lanes {
-        let whole = a.len().min(b.len()) / LANES * LANES;
-        let zero = _mm256_setzero_pd();
-        let (mut sq, mut ab, mut aa, mut bb) = ([zero; 2], [zero; 2], [zero; 2], [zero; 2]);
-        let mut max = [_mm256_set1_pd(-1.0); 2];
-        let mut at = [zero; 2];
-        let mut idx = [
-            _mm256_setr_epi64x(0, 1, 2, 3),
-            _mm256_setr_epi64x(4, 5, 6, 7),
-        ];
-        let step = _mm256_set1_epi64x(LANES as i64);
-        let sign = _mm256_set1_pd(-0.0);
-        for (xs, ys) in a[..whole]
-            .chunks_exact(LANES)
-            .zip(b[..whole].chunks_exact(LANES))
-        {
-            for h in 0..2 {
-                // SAFETY: each chunk holds eight f32, two halves of four.
-                let (x, y) = unsafe {
-                    (
-                        _mm_loadu_ps(xs.as_ptr().add(4 * h)),
-                        _mm_loadu_ps(ys.as_ptr().add(4 * h)),
-                    )
-                };
-                let (x, y) = (_mm256_cvtps_pd(x), _mm256_cvtps_pd(y));
-                let d = _mm256_sub_pd(x, y);
-                sq[h] = _mm256_fmadd_pd(d, d, sq[h]);
-                ab[h] = _mm256_fmadd_pd(x, y, ab[h]);
-                aa[h] = _mm256_fmadd_pd(x, x, aa[h]);
-                bb[h] = _mm256_fmadd_pd(y, y, bb[h]);
-                let d = _mm256_andnot_pd(sign, d);
-                let more = _mm256_cmp_pd::<_CMP_GT_OQ>(d, max[h]);
-                max[h] = _mm256_max_pd(d, max[h]);
-                at[h] = _mm256_blendv_pd(at[h], _mm256_castsi256_pd(idx[h]), more);
-                idx[h] = _mm256_add_epi64(idx[h], step);
-            }
-        }
-        let mut s = Lanes::new();
-        s.compared = whole as u64;
-        for h in 0..2 {
-            let r = 4 * h..4 * h + 4;
-            // SAFETY: each range holds four f64 (or u64).
-            unsafe {
-                _mm256_storeu_pd(s.sq[r.clone()].as_mut_ptr(), sq[h]);
-                _mm256_storeu_pd(s.ab[r.clone()].as_mut_ptr(), ab[h]);
-                _mm256_storeu_pd(s.aa[r.clone()].as_mut_ptr(), aa[h]);
-                _mm256_storeu_pd(s.bb[r.clone()].as_mut_ptr(), bb[h]);
-                _mm256_storeu_pd(s.max[r.clone()].as_mut_ptr(), max[h]);
-                _mm256_storeu_pd(s.at[r].as_mut_ptr().cast(), at[h]);
             }
         }
         s
@@ -556,73 +658,87 @@ mod tests {
         assert_eq!(parts.max_index, whole.max_index);
         assert_eq!(parts.max_abs, whole.max_abs);
         assert_eq!(parts.compared, 100);
-        assert!((parts.sum_squares - whole.sum_squares).abs() < 1e-9);
+        // Sums in f32 over different runs of elements: equal to a few parts in ten million.
+        assert!((parts.sum_squares - whole.sum_squares).abs() < 1e-6 * whole.sum_squares);
         assert_eq!(ErrorStats::default().rmse(), None);
     }
 
-    /// The lanes of `a` against `b` (all finite) by the widest vectors the CPU has and by
-    /// each vector width it has, forced.
-    fn every_width(a: &[f32], b: &[f32]) -> Vec<Lanes> {
-        #[allow(unused_mut)]
-        let mut all = vec![Lanes::of_finite(a, b).expect("finite")];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU has AVX-512F.
-                all.push(unsafe { x86::avx512(a, b) }.finish(a, b));
+    /// The figures by the definition in the module docs, one element at a time.
+    fn by_definition(a: &[f32], b: &[f32], first: u64) -> ErrorStats {
+        let mut acc = [[0.0f64; 4]; 4];
+        for (xs, ys) in a.chunks(BLOCK).zip(b.chunks(BLOCK)) {
+            let mut p = [[0.0f32; LANES]; 4];
+            for (i, (&x, &y)) in xs.iter().zip(ys).enumerate() {
+                let d = x - y;
+                for (s, (u, v)) in [(d, d), (x, y), (x, x), (y, y)].into_iter().enumerate() {
+                    p[s][i % LANES] = u.mul_add(v, p[s][i % LANES]);
+                }
             }
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                // SAFETY: the CPU has AVX2 and FMA.
-                all.push(unsafe { x86::avx2(a, b) }.finish(a, b));
+            for (acc, p) in acc.iter_mut().zip(&p) {
+                for (j, acc) in acc.iter_mut().enumerate() {
+                    let w = |l: usize| f64::from(p[l]);
+                    *acc += (w(j) + w(j + 4)) + (w(j + 8) + w(j + 12));
+                }
             }
         }
-        all
+        let add = |v: [f64; 4]| (v[0] + v[1]) + (v[2] + v[3]);
+        let mut s = ErrorStats {
+            compared: a.len() as u64,
+            sum_squares: add(acc[0]),
+            sum_products: add(acc[1]),
+            sum_squares_a: add(acc[2]),
+            sum_squares_b: add(acc[3]),
+            ..ErrorStats::default()
+        };
+        for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
+            let d = f64::from((x - y).abs());
+            if s.max_index.is_none() || d > s.max_abs {
+                (s.max_abs, s.max_index) = (d, Some(first + i as u64));
+            }
+        }
+        s
+    }
+
+    /// Every way the figures of `a` against `b` are made on this CPU: dispatched (vectors
+    /// where the CPU has them) and compiled for the baseline CPU.
+    fn every_path(a: &[f32], b: &[f32], first: u64) -> Vec<Option<ErrorStats>> {
+        vec![
+            Blocks::of(a, b, first),
+            Blocks::run(a, b).stats(a, b, first),
+        ]
     }
 
     #[test]
-    fn every_vector_width_gives_the_same_figures() {
-        // Odd lengths (a tail after the last whole chunk), ties, signs, tiny and huge values.
-        for n in [1usize, 7, 8, 9, 63, 255, 256, 257, 640, 1001, 4096] {
+    fn every_path_gives_the_figures_of_the_definition() {
+        // Odd lengths (partial blocks and vectors), ties, signs, tiny values.
+        for n in [
+            1usize, 7, 15, 16, 17, 127, 128, 129, 255, 256, 257, 640, 1001, 4096,
+        ] {
             let a: Vec<f32> = (0..n)
-                .map(|i| ((i * 7919 % 613) as f32 - 300.0) * [1e-3, 1e30, 1e-30][i % 3])
+                .map(|i| ((i * 7919 % 613) as f32 - 300.0) * [1e-3, 1e15, 1e-30][i % 3])
                 .collect();
             let b: Vec<f32> = a
                 .iter()
                 .enumerate()
                 .map(|(i, x)| if i % 5 == 0 { *x } else { x * 0.75 + 1e-4 })
                 .collect();
-            let plain = Lanes::run(&a, &b, false).stats(3);
-            let mut others: Vec<ErrorStats> =
-                every_width(&a, &b).iter().map(|l| l.stats(3)).collect();
-            others.push(Lanes::of_any(&a, &b).stats(3));
-            for other in &others {
-                assert_eq!(
-                    plain.sum_squares.to_bits(),
-                    other.sum_squares.to_bits(),
-                    "{n}"
-                );
-                assert_eq!(plain.sum_products.to_bits(), other.sum_products.to_bits());
-                assert_eq!(plain.sum_squares_a.to_bits(), other.sum_squares_a.to_bits());
-                assert_eq!(plain.sum_squares_b.to_bits(), other.sum_squares_b.to_bits());
-                assert_eq!(
-                    (plain.max_abs, plain.max_index),
-                    (other.max_abs, other.max_index)
-                );
-                assert_eq!(plain.compared, other.compared);
+            let want = by_definition(&a, &b, 3);
+            for got in every_path(&a, &b, 3) {
+                let got = got.expect("finite sums");
+                assert_eq!(want.sum_squares.to_bits(), got.sum_squares.to_bits(), "{n}");
+                assert_eq!(want.sum_products.to_bits(), got.sum_products.to_bits());
+                assert_eq!(want.sum_squares_a.to_bits(), got.sum_squares_a.to_bits());
+                assert_eq!(want.sum_squares_b.to_bits(), got.sum_squares_b.to_bits());
+                assert_eq!((want.max_abs, want.max_index), (got.max_abs, got.max_index));
+                assert_eq!(want.compared, got.compared);
             }
         }
-        let mut a = vec![1.0f32; 20];
-        a[4] = f32::INFINITY;
-        assert!(Lanes::of_finite(&a, &a).is_none());
     }
 
-    /// Each lane's largest difference and its first place, where differences repeat
-    /// within and across lanes (few distinct values, runs of equal ones, odd lengths), in
-    /// every vector width against one element at a time.
+    /// The first largest difference, where differences repeat within and across lanes
+    /// and blocks (few distinct values, runs of equal ones, odd lengths).
     #[test]
-    fn every_vector_width_finds_each_lanes_first_largest_difference() {
+    fn every_path_finds_the_first_largest_difference() {
         let mut state = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {
             state ^= state << 13;
@@ -634,13 +750,34 @@ mod tests {
             for levels in [1u64, 2, 3, 17] {
                 let a: Vec<f32> = (0..n).map(|_| (next() % levels) as f32).collect();
                 let b: Vec<f32> = (0..n).map(|_| -((next() % levels) as f32)).collect();
-                let plain = Lanes::run(&a, &b, false);
-                for other in &every_width(&a, &b) {
-                    assert_eq!(plain.max, other.max, "n {n}, {levels} levels");
-                    assert_eq!(plain.at, other.at, "n {n}, {levels} levels");
+                let want = by_definition(&a, &b, 9);
+                for got in every_path(&a, &b, 9) {
+                    let got = got.expect("finite sums");
+                    assert_eq!(
+                        (want.max_abs, want.max_index),
+                        (got.max_abs, got.max_index),
+                        "n {n}, {levels} levels"
+                    );
                 }
             }
         }
+    }
+
+    /// Squares past f32's range leave the f32 sums for the f64 ones, which hold them.
+    #[test]
+    fn squares_too_large_for_f32_are_summed_in_f64() {
+        let a = [3e20f32, 1.0, -2e25, 4.0];
+        let b = [3e20f32, 2.0, -1e25, 4.0];
+        assert!(every_path(&a, &b, 0).iter().all(Option::is_none));
+        let s = ErrorStats::of(&a, &b, 0);
+        assert_eq!(s.compared, 4);
+        assert_eq!(s.max_index, Some(2));
+        assert_eq!(s.max_abs, f64::from(2e25f32) - f64::from(1e25f32));
+        assert!(s.sum_squares.is_finite() && s.sum_squares > 1e49);
+        assert_eq!(s.non_finite_a + s.non_finite_b, 0);
+        let mut a = vec![1.0f32; 20];
+        a[4] = f32::INFINITY;
+        assert!(Blocks::of(&a, &a, 0).is_none());
     }
 
     #[test]

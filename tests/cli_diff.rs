@@ -99,26 +99,32 @@ fn f16_against_q8_0_reports_the_errors_computed_independently() {
         assert_eq!(t["type_b"], tb.ty().name());
         assert_eq!(t["shape_equal"], true);
         let (x, y) = (tensor_f32(&a, name), tensor_f32(&b, name));
-        let (mut max, mut at, mut sq) = (0f64, 0usize, 0f64);
-        for (i, (&p, &q)) in x.iter().zip(&y).enumerate() {
-            let d = (f64::from(p) - f64::from(q)).abs();
-            if d > max {
-                (max, at) = (d, i);
-            }
+        let exact = |i: usize| (f64::from(x[i]) - f64::from(y[i])).abs();
+        let (mut max, mut sq) = (0f64, 0f64);
+        for (i, &p) in x.iter().enumerate() {
+            let d = exact(i);
+            max = max.max(d);
             sq += d * d;
             weight_squares += f64::from(p) * f64::from(p);
         }
-        // serde_json prints the shortest exact digits but parses them to within an ulp.
+        // Differences are taken in f32, a rounding of the exact ones (serde_json prints
+        // the shortest exact digits and parses them to within an ulp of f64).
+        let f32_ulp = 2f64.powi(-23);
         let reported = t["max_abs_error"].as_f64().unwrap();
         assert!(
-            (reported - max).abs() <= max * 1e-15,
+            (reported - max).abs() <= max * f32_ulp,
             "{name}: {reported} vs {max}"
         );
-        assert_eq!(t["max_error_index"].as_u64().unwrap(), at as u64, "{name}");
+        let at = t["max_error_index"].as_u64().unwrap() as usize;
+        assert!(
+            (exact(at) - max).abs() <= max * f32_ulp,
+            "{name}: the largest difference is not at {at}"
+        );
+        // The sums are made in f32 over short runs of elements, then in f64.
         let rmse = (sq / x.len() as f64).sqrt();
         let reported = t["rmse"].as_f64().unwrap();
         assert!(
-            (reported - rmse).abs() <= 1e-12 * rmse,
+            (reported - rmse).abs() <= 1e-6 * rmse,
             "{name}: {reported} vs {rmse}"
         );
         assert_eq!(t["elements_compared"].as_u64().unwrap(), x.len() as u64);
@@ -138,7 +144,7 @@ fn f16_against_q8_0_reports_the_errors_computed_independently() {
     assert!(differing >= 29, "only {differing} tensors quantized");
     let overall = totals["rmse"].as_f64().unwrap();
     let expected = (sum_squares / count as f64).sqrt();
-    assert!((overall - expected).abs() <= 1e-9 * expected);
+    assert!((overall - expected).abs() <= 1e-6 * expected);
     // Nonzero but small: q8_0 keeps well under 1% of the weights' RMS.
     let weight_rms = (weight_squares / count as f64).sqrt();
     assert!(

@@ -235,10 +235,10 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
         let base = if D == 8 { 4.0f32 } else { 8.0 };
         let mut idp = [ids[nt - 1]; MAX_TRIALS];
         idp[..nt].copy_from_slice(ids);
-        // Per element, each trial's coordinate 2l + 1; per group, each trial's lattice
-        // index (an exact float: at most 16 bits).
-        let mut qm = [[0.0f32; MAX_TRIALS]; 32];
-        let mut um = [[0.0f32; MAX_TRIALS]; G];
+        // Taken out of the thread's slot rather than borrowed in a closure, so that the
+        // work stays in this function and its instruction set.
+        let mut scratch = TRIAL_SCRATCH.take().unwrap_or_else(TrialScratch::new);
+        let TrialScratch { qm, um, cands } = &mut *scratch;
         let (half, one, two) = (V::splat(0.5), V::splat(1.0), V::splat(2.0));
         for c in (0..nt).step_by(V::N) {
             let id = V::load(&idp[c..]);
@@ -256,7 +256,6 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
                 u.store(&mut um[k][c..]);
             }
         }
-        let mut cands = Candidates::new();
         for k in 0..G {
             let g = D * k..D * k + D;
             let (x, wa) = (&xval[g.clone()], &waux[g]);
@@ -307,6 +306,7 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
         for t in 0..nt {
             out.sums[t] = (sx[t], s2[t]);
         }
+        TRIAL_SCRATCH.set(Some(scratch));
     }
 
     #[inline(always)]
@@ -363,6 +363,33 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
         let first = -zero.sub(at_min).hmax() as usize;
         Some(nb.at(first))
     }
+}
+
+/// What a scale search's trials work in, kept per thread: zeroing it for every group of
+/// a row cost more than the rounding it holds. Every entry a search reads, it has written.
+struct TrialScratch {
+    /// Per element, each trial's coordinate `2l + 1`.
+    qm: [[f32; MAX_TRIALS]; 32],
+    /// Per group (at most 8: groups of 4 or 8 in at most 32 elements), each trial's
+    /// lattice index (an exact float: at most 16 bits).
+    um: [[f32; MAX_TRIALS]; 8],
+    /// The sums of the neighbour list last prepared.
+    cands: Candidates,
+}
+
+impl TrialScratch {
+    fn new() -> Box<TrialScratch> {
+        Box::new(TrialScratch {
+            qm: [[0.0; MAX_TRIALS]; 32],
+            um: [[0.0; MAX_TRIALS]; 8],
+            cands: Candidates::new(),
+        })
+    }
+}
+
+std::thread_local! {
+    static TRIAL_SCRATCH: std::cell::Cell<Option<Box<TrialScratch>>> =
+        const { std::cell::Cell::new(None) };
 }
 
 /// Neighbour lists hold at most this many candidates (iq2_xs's longest has 292), padded.
@@ -488,55 +515,97 @@ impl Candidates {
         q: &[f32],
     ) -> usize {
         let nb = self.list.expect("prepared");
-        let s2 = V::splat(scale * scale);
-        let ts = V::splat(2.0 * scale);
-        let c = V::splat(self.c);
-        let rel = V::splat(MARGIN_REL);
-        let abs = V::splat(MARGIN_ABS);
-        let lane: V = from_fn(|j| j as f32);
-        let len = V::splat(self.len as f32);
+        let r = Ranking::<V>::new(self, scale);
         let vectors = self.len.div_ceil(V::N);
-        let mut lo = [0.0f32; MAX_CANDIDATES];
         let mut least_hi = V::splat(f32::MAX);
         for v in 0..vectors {
-            let a = V::load(&self.a[v * V::N..]);
-            let b = V::load(&self.b[v * V::N..]);
-            let s2a = s2.mul(a);
-            let rank = s2a.sub(ts.mul(b));
-            let e = rel.mul(s2a.add(c)).add(abs);
-            rank.sub(e).store(&mut lo[v * V::N..]);
-            let valid = lane.add(V::splat((v * V::N) as f32)).lt(len);
+            let (rank, e, valid) = r.at(v);
             least_hi = least_hi.min(V::select(valid, rank.add(e), V::splat(f32::MAX)));
         }
         let zero = V::splat(0.0);
         let bound = V::splat(-zero.sub(least_hi).hmax());
-        // The candidates not ruled out, in list order.
-        let mut survivors = [0u16; MAX_CANDIDATES];
-        let mut n = 0;
+        // Usually one candidate is left: it is the winner, without scoring it. (Nothing
+        // is kept in arrays: zeroing them cost more than ranking the short lists again.)
+        let mut first = None;
+        let mut count = 0;
         for v in 0..vectors {
-            let valid = lane.add(V::splat((v * V::N) as f32)).lt(len);
-            let keep = V::and_not(valid, V::load(&lo[v * V::N..]).gt(bound));
-            let mut bits = V::mask_bits(keep);
-            while bits != 0 {
-                survivors[n] = (v * V::N) as u16 + bits.trailing_zeros() as u16;
-                n += 1;
-                bits &= bits - 1;
+            let bits = r.kept(v, bound);
+            if bits != 0 {
+                first.get_or_insert((v, v * V::N + bits.trailing_zeros() as usize));
+                count += bits.count_ones();
             }
         }
-        if n == 1 {
-            return nb.at(survivors[0] as usize);
+        // The candidate with the least upper bound is always kept (in the range these
+        // sums are used for, nothing is NaN).
+        let Some((start, first)) = first else {
+            return nb.at(0);
+        };
+        if count == 1 {
+            return nb.at(first);
         }
         let mut best_d2 = f32::MAX;
-        let mut best = nb.at(survivors[0] as usize);
-        for &k in &survivors[..n] {
-            let j = nb.at(k as usize);
-            let d2 = grid.error(j, x, w, scale, q);
-            if d2 < best_d2 {
-                best_d2 = d2;
-                best = j;
+        let mut best = nb.at(first);
+        for v in start..vectors {
+            let mut bits = r.kept(v, bound);
+            while bits != 0 {
+                let j = nb.at(v * V::N + bits.trailing_zeros() as usize);
+                bits &= bits - 1;
+                let d2 = grid.error(j, x, w, scale, q);
+                if d2 < best_d2 {
+                    best_d2 = d2;
+                    best = j;
+                }
             }
         }
         best
+    }
+}
+
+/// One trial's ranking of a prepared list ([`Candidates::best`]): the same operations on
+/// every pass over the list, so the same bits. Methods marked `inline(always)` rather than
+/// closures: a closure the compiler leaves out of line is built without the ISA's
+/// features, and its vector operations become calls (measured: iq2_s 3.5x slower).
+struct Ranking<'a, V: Lanes> {
+    cands: &'a Candidates,
+    s2: V,
+    ts: V,
+    c: V,
+    lane: V,
+    len: V,
+}
+
+impl<'a, V: Lanes> Ranking<'a, V> {
+    #[inline(always)]
+    fn new(cands: &'a Candidates, scale: f32) -> Self {
+        Ranking {
+            cands,
+            s2: V::splat(scale * scale),
+            ts: V::splat(2.0 * scale),
+            c: V::splat(cands.c),
+            lane: from_fn(|j| j as f32),
+            len: V::splat(cands.len as f32),
+        }
+    }
+
+    /// Vector `v`'s rankings, their margins, and which of its lanes are list entries.
+    #[inline(always)]
+    fn at(&self, v: usize) -> (V, V, V::Mask) {
+        let a = V::load(&self.cands.a[v * V::N..]);
+        let b = V::load(&self.cands.b[v * V::N..]);
+        let s2a = self.s2.mul(a);
+        let rank = s2a.sub(self.ts.mul(b));
+        let e = V::splat(MARGIN_REL)
+            .mul(s2a.add(self.c))
+            .add(V::splat(MARGIN_ABS));
+        let valid = self.lane.add(V::splat((v * V::N) as f32)).lt(self.len);
+        (rank, e, valid)
+    }
+
+    /// The candidates of vector `v` not ruled out by `bound`, as lane bits.
+    #[inline(always)]
+    fn kept(&self, v: usize, bound: V) -> u64 {
+        let (rank, e, valid) = self.at(v);
+        V::mask_bits(V::and_not(valid, rank.sub(e).gt(bound)))
     }
 }
 

@@ -230,7 +230,9 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
     ) {
         let nt = ids.len();
         let n = D * G;
-        debug_assert!(n <= 32 && nt <= MAX_TRIALS && MAX_TRIALS.is_multiple_of(V::N));
+        // The scratch's tables hold at most 8 groups and 32 elements.
+        const { assert!(G <= 8 && D * G <= 32) };
+        debug_assert!(nt <= MAX_TRIALS && MAX_TRIALS.is_multiple_of(V::N));
         let top = q.len() as i32 - 1;
         let base = if D == 8 { 4.0f32 } else { 8.0 };
         let mut idp = [ids[nt - 1]; MAX_TRIALS];
@@ -414,7 +416,8 @@ const MAX_CANDIDATES: usize = 304;
 /// `e = 2^-18 (s^2 a + c) + 2^-60`, which exceeds both with room for its own rounding,
 /// a candidate whose ranking minus `e` is above some other's ranking plus `e` has a
 /// larger float error than that one and cannot be the first minimum. Whatever is not
-/// ruled out (usually the winner alone) is then scored exactly as the scalar loop does.
+/// ruled out (usually the winner alone, which needs no score) is then scored exactly as
+/// the scalar loop does.
 struct Candidates {
     a: [f32; MAX_CANDIDATES],
     b: [f32; MAX_CANDIDATES],

@@ -255,7 +255,7 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
                     u = u.add(lf.mul(V::splat(place)));
                     place *= base;
                 }
-                u.store(&mut um[k][c..]);
+                V::store_int(u.c_int(), &mut um[k][c..]);
             }
         }
         for k in 0..G {
@@ -373,8 +373,8 @@ struct TrialScratch {
     /// Per element, each trial's coordinate `2l + 1`.
     qm: [[f32; MAX_TRIALS]; 32],
     /// Per group (at most 8: groups of 4 or 8 in at most 32 elements), each trial's
-    /// lattice index (an exact float: at most 16 bits).
-    um: [[f32; MAX_TRIALS]; 8],
+    /// lattice index (at most 16 bits, summed exactly in float lanes).
+    um: [[i32; MAX_TRIALS]; 8],
     /// The sums of the neighbour list last prepared.
     cands: Candidates,
 }
@@ -383,7 +383,7 @@ impl TrialScratch {
     fn new() -> Box<TrialScratch> {
         Box::new(TrialScratch {
             qm: [[0.0; MAX_TRIALS]; 32],
-            um: [[0.0; MAX_TRIALS]; 8],
+            um: [[0; MAX_TRIALS]; 8],
             cands: Candidates::new(),
         })
     }

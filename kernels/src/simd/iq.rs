@@ -527,8 +527,9 @@ impl Candidates {
         }
         let zero = V::splat(0.0);
         let bound = V::splat(-zero.sub(least_hi).hmax());
-        // Usually one candidate is left: it is the winner, without scoring it. (Nothing
-        // is kept in arrays: zeroing them cost more than ranking the short lists again.)
+        // Usually one candidate is left: it is the winner, without scoring it. The kept
+        // ones are found by ranking the list again rather than stored: storing them
+        // (even without zeroing) measured no faster.
         let mut first = None;
         let mut count = 0;
         for v in 0..vectors {
@@ -567,7 +568,7 @@ impl Candidates {
 /// One trial's ranking of a prepared list ([`Candidates::best`]): the same operations on
 /// every pass over the list, so the same bits. Methods marked `inline(always)` rather than
 /// closures: a closure the compiler leaves out of line is built without the ISA's
-/// features, and its vector operations become calls (measured: iq2_s 3.5x slower).
+/// features, and its vector operations become calls (docs/kernels.md).
 struct Ranking<'a, V: Lanes> {
     cands: &'a Candidates,
     s2: V,
@@ -666,8 +667,7 @@ impl<V: Lanes> IqWrite for LaneWrite<V> {
 /// and its scalar dequantizer with [`LaneWrite`] on the ISA's narrow lanes,
 /// both compiled for the ISA. `search = V::Narrow` runs the search on the narrow lanes
 /// too: iq1_s's splits and iq3_xxs's short neighbour lists leave most of sixteen lanes
-/// idle, and their AVX-512 paths were slower than AVX2's on Zen 4 (measured: iq1_s 64-70
-/// against 73-79 MB/s, iq3_xxs 22-23 against 24).
+/// idle, and their AVX-512 paths were slower than AVX2's on Zen 4 (BENCHMARKS.md).
 macro_rules! iq_codec {
     ($(#[$doc:meta])* $name:ident => $module:ident, $block:ty) => {
         iq_codec!($(#[$doc])* $name => $module, $block, search = V);

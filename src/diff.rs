@@ -16,8 +16,8 @@
 //! elements and the runs' sums added in f64: a sum of squares is within about one part
 //! in a million of the exact one (a sum of products, of the sum of their magnitudes),
 //! and every CPU gets the same bits (see `Blocks`).
-//! A row with a NaN or an infinity, or values whose squares overflow f32, is measured in
-//! f64 (`|f64(a) - f64(b)|`, exact products), the elements where either side is NaN or
+//! A row with a NaN or an infinity, or values whose squares overflow f32 (or a row of
+//! 2^32 values or more), is measured in f64 (`|f64(a) - f64(b)|`, exact products), the elements where either side is NaN or
 //! infinite counted apart and left out of the error figures; two NaNs, or two equal
 //! infinities, count as the same value. Shapes compare equal when they differ only by
 //! leading axes of 1 (GGUF writers may or may not drop them).
@@ -129,16 +129,17 @@ const BLOCK: usize = LANES * BLOCK_TERMS;
 /// The f32 sums of the rows whose values are all finite. Within a block of 256 elements,
 /// each lane's four sums (the squared difference, the product, the two squares) are made
 /// by fused multiply-adds in f32 in element order from 0, and its largest difference is
-/// kept; at the block's end each sum's sixteen lanes go into four f64 lanes (lane `j`
-/// taking `(p[j] + p[j+4]) + (p[j+8] + p[j+12])`), added pairwise at the row's end. The
-/// vector code does the same operations on the same lanes, so every CPU gets the same
-/// figures.
+/// kept with the position where the lane first met it; at the block's end each sum's
+/// sixteen lanes go into four f64 lanes (lane `j` taking `(p[j] + p[j+4]) + (p[j+8] +
+/// p[j+12])`), added pairwise at the row's end. The vector code does the same operations
+/// on the same lanes, so every CPU gets the same figures.
 struct Blocks {
     /// `[sum][lane]` in f64: squared differences, products, squares of a, of b.
     acc: [[f64; 4]; 4],
-    /// Each lane's largest difference so far (-1 before any), and the block it is in.
+    /// Each lane's largest difference so far (-1 before any), and the run of sixteen
+    /// elements (from the row's start) where the lane first met it.
     max: [f32; LANES],
-    block: [u32; LANES],
+    run: [u32; LANES],
 }
 
 impl Blocks {
@@ -146,24 +147,34 @@ impl Blocks {
         Blocks {
             acc: [[0.0; 4]; 4],
             max: [-1.0; LANES],
-            block: [0; LANES],
+            run: [0; LANES],
         }
     }
 
     /// The figures of `a` against `b` (the same length), elements numbered from `first`,
-    /// or `None` when a sum is not finite: a value is NaN or infinite, or squares
-    /// overflow f32.
+    /// or `None` when a sum is not finite (a value is NaN or infinite, or squares
+    /// overflow f32) or there are 2^32 elements or more.
     fn of(a: &[f32], b: &[f32], first: u64) -> Option<ErrorStats> {
+        let n = a.len().min(b.len());
+        if n > u32::MAX as usize {
+            // Positions are kept in 32 bits; a run this long is summed in f64 instead.
+            return None;
+        }
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                // SAFETY: the CPU has AVX2 and FMA.
-                return unsafe { x86::blocks(a, b) }.stats(a, b, first);
+            use quantforge_kernels::Isa;
+            // The kernels' choice, so `QUANTFORGE_ISA` caps this too.
+            match Isa::detect() {
+                // SAFETY: the CPU has AVX-512 F (whose fused multiply-adds these are).
+                Isa::Avx512 => return unsafe { x86::blocks512(a, b) }.stats(n, first),
+                Isa::Avx2 if std::arch::is_x86_feature_detected!("fma") => {
+                    // SAFETY: the CPU has AVX2 and FMA.
+                    return unsafe { x86::blocks(a, b) }.stats(n, first);
+                }
+                _ => {}
             }
         }
-        Blocks::run(a, b).stats(a, b, first)
+        Blocks::run(a, b).stats(n, first)
     }
 
     /// The sums and largest differences of every block, one element at a time.
@@ -172,44 +183,56 @@ impl Blocks {
         for (k, (xs, ys)) in a.chunks(BLOCK).zip(b.chunks(BLOCK)).enumerate() {
             let mut p = [[0.0f32; LANES]; 4];
             let mut bm = [-1.0f32; LANES];
-            for (l, (&x, &y)) in xs.iter().zip(ys).enumerate() {
-                Blocks::term(&mut p, &mut bm, l % LANES, x, y);
+            let mut bj = [0u32; LANES];
+            for (i, (&x, &y)) in xs.iter().zip(ys).enumerate() {
+                let (l, j) = (i % LANES, (i / LANES) as u32);
+                Blocks::term(&mut p, &mut bm, &mut bj, l, j, x, y);
             }
-            s.end_block(k, &p, &bm);
+            s.end_block(k, &p, &bm, &bj);
         }
         s
     }
 
-    /// Block `k`'s lane sums `p` and largest differences `bm` taken in.
+    /// Block `k`'s lane sums `p` and largest differences `bm` (met first in the block's
+    /// runs `bj`) taken in.
     #[inline(always)]
-    fn end_block(&mut self, k: usize, p: &[[f32; LANES]; 4], bm: &[f32; LANES]) {
+    fn end_block(&mut self, k: usize, p: &[[f32; LANES]; 4], bm: &[f32; LANES], bj: &[u32; LANES]) {
         for (acc, p) in self.acc.iter_mut().zip(p) {
             fold(acc, p);
         }
-        for ((max, block), &bm) in self.max.iter_mut().zip(&mut self.block).zip(bm) {
-            if bm > *max {
-                *max = bm;
-                *block = k as u32;
+        for l in 0..LANES {
+            if bm[l] > self.max[l] {
+                self.max[l] = bm[l];
+                self.run[l] = (k * BLOCK_TERMS) as u32 + bj[l];
             }
         }
     }
 
-    /// One element in lane `l` of a block.
+    /// One element, in lane `l` and run `j` of a block.
     #[inline(always)]
-    fn term(p: &mut [[f32; LANES]; 4], bm: &mut [f32; LANES], l: usize, x: f32, y: f32) {
+    fn term(
+        p: &mut [[f32; LANES]; 4],
+        bm: &mut [f32; LANES],
+        bj: &mut [u32; LANES],
+        l: usize,
+        j: u32,
+        x: f32,
+        y: f32,
+    ) {
         let d = x - y;
         p[0][l] = d.mul_add(d, p[0][l]);
         p[1][l] = x.mul_add(y, p[1][l]);
         p[2][l] = x.mul_add(x, p[2][l]);
         p[3][l] = y.mul_add(y, p[3][l]);
         let d = d.abs();
-        bm[l] = if d > bm[l] { d } else { bm[l] };
+        if d > bm[l] {
+            (bm[l], bj[l]) = (d, j);
+        }
     }
 
-    /// The figures of the sums of `a` against `b`, elements numbered from `first`, or
-    /// `None` when a sum is not finite.
-    fn stats(&self, a: &[f32], b: &[f32], first: u64) -> Option<ErrorStats> {
-        let n = a.len().min(b.len());
+    /// The figures of the sums of `n` elements numbered from `first`, or `None` when a
+    /// sum is not finite.
+    fn stats(&self, n: usize, first: u64) -> Option<ErrorStats> {
         let add = |v: [f64; 4]| (v[0] + v[1]) + (v[2] + v[3]);
         let [sq, ab, aa, bb] = self.acc.map(add);
         if !(sq.is_finite() && ab.is_finite() && aa.is_finite() && bb.is_finite()) {
@@ -223,9 +246,9 @@ impl Blocks {
             sum_squares_b: bb,
             ..ErrorStats::default()
         };
-        // The largest difference: the first element with it, among the lanes that have
-        // it, in the block where each lane first met it (branch-free where the lane and
-        // the element are random).
+        // The largest difference, and the first element with it: the earliest of the
+        // lanes' first positions of it. Halving trees over the lanes, which compile to
+        // a few vector operations (which lanes have it is random: no branches).
         let mut m = self.max;
         for w in [8, 4, 2, 1] {
             for l in 0..w {
@@ -233,25 +256,17 @@ impl Blocks {
             }
         }
         let top = m[0];
-        let mut lanes = 0u32;
-        for (l, &v) in self.max.iter().enumerate() {
-            lanes |= u32::from(top >= 0.0 && v == top) << l;
-        }
-        while lanes != 0 {
-            let l = lanes.trailing_zeros() as usize;
-            lanes &= lanes - 1;
-            let start = self.block[l] as usize * BLOCK + l;
-            let mut hits = 0u32;
-            for j in 0..BLOCK_TERMS {
-                let i = start + j * LANES;
-                hits |= u32::from(i < n && (a[i] - b[i]).abs() == top) << j;
+        if top >= 0.0 {
+            let mut at: [u32; LANES] = std::array::from_fn(|l| {
+                let i = self.run[l] * LANES as u32 + l as u32;
+                if self.max[l] == top { i } else { u32::MAX }
+            });
+            for w in [8, 4, 2, 1] {
+                for l in 0..w {
+                    at[l] = at[l].min(at[l + w]);
+                }
             }
-            let i = first + (start + hits.trailing_zeros() as usize * LANES) as u64;
-            if hits != 0 && stats.max_index.is_none_or(|m| i < m) {
-                stats.max_index = Some(i);
-            }
-        }
-        if stats.max_index.is_some() {
+            stats.max_index = Some(first + u64::from(at[0]));
             stats.max_abs = f64::from(top);
         }
         Some(stats)
@@ -261,7 +276,7 @@ impl Blocks {
 /// [`Blocks::run`] in vectors: the same operations on the same lanes.
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{BLOCK, Blocks, LANES};
+    use super::{BLOCK, BLOCK_TERMS, Blocks, LANES};
     use std::arch::x86_64::*;
 
     /// Sixteen lanes in two registers of eight f32; the blocks' sums in one register of
@@ -277,8 +292,10 @@ mod x86 {
         for (k, (xs, ys)) in a[..n].chunks(BLOCK).zip(b[..n].chunks(BLOCK)).enumerate() {
             let mut p = [[_mm256_setzero_ps(); 2]; 4];
             let mut bm = [none; 2];
+            let mut bj = [_mm256_setzero_si256(); 2];
             let mut xc = xs.chunks_exact(LANES);
             let mut yc = ys.chunks_exact(LANES);
+            let mut j = _mm256_setzero_si256();
             for (x, y) in (&mut xc).zip(&mut yc) {
                 for h in 0..2 {
                     // SAFETY: each chunk holds sixteen f32, two halves of eight.
@@ -293,46 +310,43 @@ mod x86 {
                     p[1][h] = _mm256_fmadd_ps(x, y, p[1][h]);
                     p[2][h] = _mm256_fmadd_ps(x, x, p[2][h]);
                     p[3][h] = _mm256_fmadd_ps(y, y, p[3][h]);
-                    bm[h] = _mm256_max_ps(_mm256_andnot_ps(sign, d), bm[h]);
+                    let d = _mm256_andnot_ps(sign, d);
+                    let more = _mm256_cmp_ps::<_CMP_GT_OQ>(d, bm[h]);
+                    bm[h] = _mm256_blendv_ps(bm[h], d, more);
+                    bj[h] = blend_int(bj[h], j, more);
                 }
+                j = _mm256_add_epi32(j, _mm256_set1_epi32(1));
             }
             if !xc.remainder().is_empty() {
                 // The row's last few elements, one at a time in their lanes.
                 let mut ps = [[0.0f32; LANES]; 4];
                 let mut bms = [0.0f32; LANES];
+                let mut bjs = [0u32; LANES];
                 for (s, ps) in p.iter().zip(&mut ps) {
                     store(ps, s);
                 }
                 store(&mut bms, &bm);
+                store_int(&mut bjs, &bj);
+                let last = (xs.len() / LANES) as u32;
                 for (l, (&x, &y)) in xc.remainder().iter().zip(yc.remainder()).enumerate() {
-                    Blocks::term(&mut ps, &mut bms, l, x, y);
+                    Blocks::term(&mut ps, &mut bms, &mut bjs, l, last, x, y);
                 }
                 for (s, ps) in p.iter_mut().zip(&ps) {
                     *s = load(ps);
                 }
                 bm = load(&bms);
+                bj = load_int(&bjs);
             }
             for (acc, p) in acc.iter_mut().zip(&p) {
-                let w = |v: __m256, hi: bool| {
-                    _mm256_cvtps_pd(if hi {
-                        _mm256_extractf128_ps::<1>(v)
-                    } else {
-                        _mm256_castps256_ps128(v)
-                    })
-                };
-                let low = _mm256_add_pd(w(p[0], false), w(p[0], true));
-                let high = _mm256_add_pd(w(p[1], false), w(p[1], true));
+                let low = _mm256_add_pd(widen(p[0], false), widen(p[0], true));
+                let high = _mm256_add_pd(widen(p[1], false), widen(p[1], true));
                 *acc = _mm256_add_pd(*acc, _mm256_add_pd(low, high));
             }
-            let block = _mm256_set1_epi32(k as i32);
+            let base = _mm256_set1_epi32((k * BLOCK_TERMS) as i32);
             for h in 0..2 {
                 let more = _mm256_cmp_ps::<_CMP_GT_OQ>(bm[h], max[h]);
                 max[h] = _mm256_blendv_ps(max[h], bm[h], more);
-                at[h] = _mm256_castps_si256(_mm256_blendv_ps(
-                    _mm256_castsi256_ps(at[h]),
-                    _mm256_castsi256_ps(block),
-                    more,
-                ));
+                at[h] = blend_int(at[h], _mm256_add_epi32(base, bj[h]), more);
             }
         }
         let mut s = Blocks::new();
@@ -341,11 +355,161 @@ mod x86 {
             unsafe { _mm256_storeu_pd(out.as_mut_ptr(), *acc) };
         }
         store(&mut s.max, &max);
-        for (out, at) in s.block.chunks_exact_mut(8).zip(&at) {
-            // SAFETY: each chunk holds eight u32.
-            unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), *at) };
+        store_int(&mut s.run, &at);
+        s
+    }
+
+    /// Four f64 of the low or high half of `v`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn widen(v: __m256, high: bool) -> __m256d {
+        _mm256_cvtps_pd(if high {
+            _mm256_extractf128_ps::<1>(v)
+        } else {
+            _mm256_castps256_ps128(v)
+        })
+    }
+
+    /// `b`'s lanes where `mask` is set, `a`'s elsewhere.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn blend_int(a: __m256i, b: __m256i, mask: __m256) -> __m256i {
+        _mm256_castps_si256(_mm256_blendv_ps(
+            _mm256_castsi256_ps(a),
+            _mm256_castsi256_ps(b),
+            mask,
+        ))
+    }
+
+    /// [`blocks`] with the sixteen lanes in one register, two blocks at a time: a lane's
+    /// sums are chains of sixteen dependent additions per block, so the two blocks'
+    /// chains run side by side.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn blocks512(a: &[f32], b: &[f32]) -> Blocks {
+        let n = a.len().min(b.len());
+        let (a, b) = (&a[..n], &b[..n]);
+        let mut acc = [_mm256_setzero_pd(); 4];
+        let mut max = _mm512_set1_ps(-1.0);
+        let mut at = _mm512_setzero_si512();
+        let full = n / BLOCK;
+        let mut k = 0;
+        while k + 2 <= full {
+            let (x0, y0) = (&a[k * BLOCK..][..BLOCK], &b[k * BLOCK..][..BLOCK]);
+            let (x1, y1) = (
+                &a[(k + 1) * BLOCK..][..BLOCK],
+                &b[(k + 1) * BLOCK..][..BLOCK],
+            );
+            let mut s0 = Sums512::new();
+            let mut s1 = Sums512::new();
+            for j in 0..BLOCK_TERMS {
+                s0.add(x0, y0, j, 0xffff);
+                s1.add(x1, y1, j, 0xffff);
+            }
+            s0.end(k, &mut acc, &mut max, &mut at);
+            s1.end(k + 1, &mut acc, &mut max, &mut at);
+            k += 2;
+        }
+        while k * BLOCK < n {
+            // A block left over, whole or not; a vector of its last few elements masked.
+            let end = n.min((k + 1) * BLOCK);
+            let (x, y) = (&a[k * BLOCK..end], &b[k * BLOCK..end]);
+            let mut s = Sums512::new();
+            for j in 0..x.len().div_ceil(LANES) {
+                let left = x.len() - j * LANES;
+                let mask = if left >= LANES {
+                    0xffff
+                } else {
+                    (1u16 << left) - 1
+                };
+                s.add(x, y, j, mask);
+            }
+            s.end(k, &mut acc, &mut max, &mut at);
+            k += 1;
+        }
+        let mut s = Blocks::new();
+        for (out, acc) in s.acc.iter_mut().zip(&acc) {
+            // SAFETY: each array holds four f64.
+            unsafe { _mm256_storeu_pd(out.as_mut_ptr(), *acc) };
+        }
+        // SAFETY: each array holds sixteen f32 or u32.
+        unsafe {
+            _mm512_storeu_ps(s.max.as_mut_ptr(), max);
+            _mm512_storeu_si512(s.run.as_mut_ptr().cast(), at);
         }
         s
+    }
+
+    /// One block's sixteen lanes of the four sums and of the largest difference, with
+    /// the run where each lane first met it.
+    struct Sums512 {
+        p: [__m512; 4],
+        max: __m512,
+        run: __m512i,
+    }
+
+    impl Sums512 {
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        fn new() -> Sums512 {
+            Sums512 {
+                p: [_mm512_setzero_ps(); 4],
+                max: _mm512_set1_ps(-1.0),
+                run: _mm512_setzero_si512(),
+            }
+        }
+
+        /// Run `j` (elements `16j..16j + 16`) of `x` against `y`, the lanes in `mask`
+        /// (which are in the slices).
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        fn add(&mut self, x: &[f32], y: &[f32], j: usize, mask: u16) {
+            let at = j * LANES;
+            let end = at + (16 - mask.leading_zeros() as usize);
+            assert!(end <= x.len() && end <= y.len());
+            // SAFETY: the lanes in `mask` are in both slices (checked above); masked-off
+            // lanes are not read.
+            let (x, y) = unsafe {
+                (
+                    _mm512_maskz_loadu_ps(mask, x.as_ptr().add(at)),
+                    _mm512_maskz_loadu_ps(mask, y.as_ptr().add(at)),
+                )
+            };
+            let d = _mm512_sub_ps(x, y);
+            let [sq, xy, xx, yy] = &mut self.p;
+            *sq = _mm512_mask3_fmadd_ps(d, d, *sq, mask);
+            *xy = _mm512_mask3_fmadd_ps(x, y, *xy, mask);
+            *xx = _mm512_mask3_fmadd_ps(x, x, *xx, mask);
+            *yy = _mm512_mask3_fmadd_ps(y, y, *yy, mask);
+            let d = _mm512_abs_ps(d);
+            let more = _mm512_mask_cmp_ps_mask::<_CMP_GT_OQ>(mask, d, self.max);
+            self.max = _mm512_mask_mov_ps(self.max, more, d);
+            self.run = _mm512_mask_mov_epi32(self.run, more, _mm512_set1_epi32(j as i32));
+        }
+
+        /// Block `k`'s sums added into the f64 lanes `acc` as [`super::fold`] does, and
+        /// its largest differences into `max` (with their runs in `at`).
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        fn end(&self, k: usize, acc: &mut [__m256d; 4], max: &mut __m512, at: &mut __m512i) {
+            for (acc, &p) in acc.iter_mut().zip(&self.p) {
+                let low = _mm512_cvtps_pd(_mm512_castps512_ps256(p));
+                let high = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64::<1>(
+                    _mm512_castps_si512(p),
+                )));
+                *acc = _mm256_add_pd(*acc, _mm256_add_pd(pairs(low), pairs(high)));
+            }
+            let more = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(self.max, *max);
+            *max = _mm512_mask_mov_ps(*max, more, self.max);
+            let run = _mm512_add_epi32(self.run, _mm512_set1_epi32((k * BLOCK_TERMS) as i32));
+            *at = _mm512_mask_mov_epi32(*at, more, run);
+        }
+    }
+
+    /// Each of the four f64 lanes added to the one four lanes up.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn pairs(v: __m512d) -> __m256d {
+        _mm256_add_pd(_mm512_castpd512_pd256(v), _mm512_extractf64x4_pd::<1>(v))
     }
 
     /// Sixteen lanes from two registers.
@@ -357,11 +521,27 @@ mod x86 {
         }
     }
 
+    /// Sixteen integer lanes from two registers.
+    #[inline(always)]
+    fn store_int(out: &mut [u32; LANES], v: &[__m256i; 2]) {
+        for h in 0..2 {
+            // SAFETY: each half holds eight u32.
+            unsafe { _mm256_storeu_si256(out[8 * h..].as_mut_ptr().cast(), v[h]) };
+        }
+    }
+
     /// Two registers from sixteen lanes.
     #[inline(always)]
     fn load(v: &[f32; LANES]) -> [__m256; 2] {
         // SAFETY: each half holds eight f32.
         std::array::from_fn(|h| unsafe { _mm256_loadu_ps(v[8 * h..].as_ptr()) })
+    }
+
+    /// Two integer registers from sixteen lanes.
+    #[inline(always)]
+    fn load_int(v: &[u32; LANES]) -> [__m256i; 2] {
+        // SAFETY: each half holds eight u32.
+        std::array::from_fn(|h| unsafe { _mm256_loadu_si256(v[8 * h..].as_ptr().cast()) })
     }
 }
 
@@ -702,17 +882,31 @@ mod tests {
     /// Every way the figures of `a` against `b` are made on this CPU: dispatched (vectors
     /// where the CPU has them) and compiled for the baseline CPU.
     fn every_path(a: &[f32], b: &[f32], first: u64) -> Vec<Option<ErrorStats>> {
-        vec![
+        #[allow(unused_mut)]
+        let mut paths = vec![
             Blocks::of(a, b, first),
-            Blocks::run(a, b).stats(a, b, first),
-        ]
+            Blocks::run(a, b).stats(a.len(), first),
+        ];
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx2") && has!("fma") {
+                // SAFETY: the CPU has AVX2 and FMA.
+                paths.push(unsafe { x86::blocks(a, b) }.stats(a.len(), first));
+            }
+            if has!("avx512f") {
+                // SAFETY: the CPU has AVX-512 F.
+                paths.push(unsafe { x86::blocks512(a, b) }.stats(a.len(), first));
+            }
+        }
+        paths
     }
 
     #[test]
     fn every_path_gives_the_figures_of_the_definition() {
         // Odd lengths (partial blocks and vectors), ties, signs, tiny values.
         for n in [
-            1usize, 7, 15, 16, 17, 127, 128, 129, 255, 256, 257, 640, 1001, 4096,
+            1usize, 7, 15, 16, 17, 127, 128, 129, 255, 256, 257, 512, 640, 768, 1001, 4096,
         ] {
             let a: Vec<f32> = (0..n)
                 .map(|i| ((i * 7919 % 613) as f32 - 300.0) * [1e-3, 1e15, 1e-30][i % 3])

@@ -51,7 +51,7 @@ pub fn write(conv: &Conversion<'_>, path: &Path) -> Result<Written> {
     if conv.tensors.is_empty() {
         // The converter's vocabulary-only file ends with the last key: no tensor
         // directory, no padding.
-        let (_, layout) = b.header().encode()?;
+        let layout = b.header().layout()?;
         let mut bytes = b.to_bytes()?;
         bytes.truncate(layout.header_size as usize);
         let mut f = AtomicFile::create(path)?;

@@ -14,6 +14,7 @@ use super::error::{GgufError, Result};
 use super::metadata::Metadata;
 use super::tensor::{MAX_DIMS, TensorInfo};
 use super::wire::{self, Cursor, MAX_ARRAY_DEPTH};
+use crate::output::AlignedBuffer;
 use quantforge_kernels::GgmlType;
 use std::collections::HashMap;
 
@@ -172,8 +173,42 @@ impl GgufHeader {
     /// Errors when the header cannot be read back: a bad alignment, arrays nested deeper
     /// than [`MAX_ARRAY_DEPTH`], sizes that overflow.
     pub fn encode(&self) -> Result<(Vec<u8>, Layout)> {
+        let layout = self.layout()?;
+        let mut out = Vec::with_capacity(layout.data_offset as usize);
+        self.write(&mut out, &layout.offsets);
+        debug_assert_eq!(out.len() as u64, layout.header_size);
+        out.resize(layout.data_offset as usize, 0);
+        Ok((out, layout))
+    }
+
+    /// [`GgufHeader::encode`] into memory aligned for direct I/O, written in place (a
+    /// header of megabytes of vocabulary is neither grown nor copied).
+    pub fn encode_aligned(&self) -> Result<(AlignedBuffer, Layout)> {
+        let layout = self.layout()?;
+        let mut buf = AlignedBuffer::zeroed(layout.data_offset as usize);
+        let mut out = wire::Filling {
+            buf: buf.as_mut_slice(),
+            pos: 0,
+        };
+        self.write(&mut out, &layout.offsets);
+        debug_assert_eq!(out.pos as u64, layout.header_size);
+        Ok((buf, layout))
+    }
+
+    /// The layout a file with this header has: its size and the tensors' offsets, from
+    /// the sizes of what [`GgufHeader::encode`] writes, checked as it checks them.
+    pub fn layout(&self) -> Result<Layout> {
         let alignment = self.alignment()?;
-        // One allocation of the header's size (the data's padding included).
+        for (key, value) in self.metadata.iter() {
+            if let Some(array) = value.as_array()
+                && wire::array_depth(array) > MAX_ARRAY_DEPTH
+            {
+                return Err(GgufError::Unwritable {
+                    what: format!("key '{key}'"),
+                    reason: format!("arrays nested deeper than {MAX_ARRAY_DEPTH} levels"),
+                });
+            }
+        }
         let kv: usize = self
             .metadata
             .iter()
@@ -184,54 +219,41 @@ impl GgufHeader {
             .iter()
             .map(|t| 8 + t.name().len() + 4 + 8 * t.ne().len() + 4 + 8)
             .sum();
-        let size = 24 + kv + infos;
-        let mut out = Vec::with_capacity(size + alignment.min(4096) as usize);
-        out.extend_from_slice(&GGUF_MAGIC);
-        out.extend_from_slice(&self.version.to_le_bytes());
-        out.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
-        out.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
-        for (key, value) in self.metadata.iter() {
-            if let Some(array) = value.as_array()
-                && wire::array_depth(array) > MAX_ARRAY_DEPTH
-            {
-                return Err(GgufError::Unwritable {
-                    what: format!("key '{key}'"),
-                    reason: format!("arrays nested deeper than {MAX_ARRAY_DEPTH} levels"),
-                });
-            }
-            wire::write_string(&mut out, key.as_bytes());
-            wire::write_value(&mut out, value);
-        }
+        let header_size = (24 + kv + infos) as u64;
         let (offsets, data_size) = tensor_offsets(&self.tensors, alignment)?;
-        for (info, offset) in self.tensors.iter().zip(&offsets) {
-            wire::write_string(&mut out, info.name().as_bytes());
-            out.extend_from_slice(&(info.ne().len() as u32).to_le_bytes());
-            for d in info.ne() {
-                out.extend_from_slice(&d.to_le_bytes());
-            }
-            out.extend_from_slice(&info.ty().code().to_le_bytes());
-            out.extend_from_slice(&offset.to_le_bytes());
-        }
-        debug_assert_eq!(out.len(), size, "the header's size as computed beforehand");
-        let header_size = out.len() as u64;
         let data_offset = pad(header_size, alignment).ok_or_else(|| overflow("header"))?;
         data_offset
             .checked_add(data_size)
             .ok_or_else(|| overflow("file size"))?;
-        out.resize(data_offset as usize, 0);
-        let layout = Layout {
+        Ok(Layout {
             alignment,
             header_size,
             data_offset,
             offsets,
             data_size,
-        };
-        Ok((out, layout))
+        })
     }
 
-    /// The layout a file with this header has.
-    pub fn layout(&self) -> Result<Layout> {
-        self.encode().map(|(_, layout)| layout)
+    /// Writes the header's bytes ([`Layout::header_size`] of them), the tensors at
+    /// `offsets`.
+    fn write(&self, out: &mut impl wire::Sink, offsets: &[u64]) {
+        out.put(&GGUF_MAGIC);
+        out.put(&self.version.to_le_bytes());
+        out.put(&(self.tensors.len() as u64).to_le_bytes());
+        out.put(&(self.metadata.len() as u64).to_le_bytes());
+        for (key, value) in self.metadata.iter() {
+            wire::write_string(out, key.as_bytes());
+            wire::write_value(out, value);
+        }
+        for (info, offset) in self.tensors.iter().zip(offsets) {
+            wire::write_string(out, info.name().as_bytes());
+            out.put(&(info.ne().len() as u32).to_le_bytes());
+            for d in info.ne() {
+                out.put(&d.to_le_bytes());
+            }
+            out.put(&info.ty().code().to_le_bytes());
+            out.put(&offset.to_le_bytes());
+        }
     }
 
     /// Parses and validates the header of the GGUF file whose bytes are `file`, and checks
@@ -429,4 +451,51 @@ fn read_tensor_info(c: &mut Cursor<'_>, i: usize) -> Result<(TensorInfo, u64)> {
     let offset = c.u64(|| format!("offset of tensor '{name}'"))?;
     let info = TensorInfo::new(name, ty, &ne[..n_dims as usize])?;
     Ok((info, offset))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::value::{Array, StringArray, Value};
+
+    /// Both encoders give the same bytes and layout as the sizes alone, and the bytes
+    /// parse back to the same header.
+    #[test]
+    fn encoders_agree_and_round_trip() {
+        let mut h = GgufHeader::new();
+        let m = h.metadata_mut();
+        m.set("general.alignment", Value::U32(64)).unwrap();
+        m.set("name", Value::from("tiny")).unwrap();
+        m.set("flag", Value::Bool(true)).unwrap();
+        let tokens: StringArray = (0..5000).map(|i| format!("tok{i}")).collect();
+        m.set("tokens", Value::Array(Array::String(tokens)))
+            .unwrap();
+        m.set("scores", Value::Array(Array::F32(vec![0.5, -1.0, 2.0])))
+            .unwrap();
+        m.set("bools", Value::Array(Array::Bool(vec![true, false, true])))
+            .unwrap();
+        m.set(
+            "nested",
+            Value::Array(Array::Array(vec![
+                Array::I32(vec![1, 2]),
+                Array::String(StringArray::from(vec!["x", ""])),
+            ])),
+        )
+        .unwrap();
+        h.push_tensor(TensorInfo::new("a", GgmlType::F32, &[7, 3]).unwrap())
+            .unwrap();
+        h.push_tensor(TensorInfo::new("b", GgmlType::Q8_0, &[64]).unwrap())
+            .unwrap();
+        let (bytes, layout) = h.encode().unwrap();
+        let (aligned, layout2) = h.encode_aligned().unwrap();
+        assert_eq!(aligned.as_slice(), &bytes[..]);
+        assert_eq!(layout, layout2);
+        assert_eq!(layout, h.layout().unwrap());
+        assert_eq!(bytes.len() as u64, layout.data_offset);
+        let mut file = bytes.clone();
+        file.resize(layout.file_size() as usize, 0);
+        let (back, layout3) = GgufHeader::parse(&file).unwrap();
+        assert_eq!(layout3, layout);
+        assert_eq!(back.encode().unwrap().0, bytes);
+    }
 }

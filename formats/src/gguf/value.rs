@@ -242,14 +242,26 @@ pub enum Value {
     F64(f64),
 }
 
-/// The strings of an `arr[str]`, packed: every string's bytes in one buffer and where
-/// each one ends. A vocabulary of hundreds of thousands of tokens is then two
-/// allocations to read, copy, write or drop, instead of one per token.
+/// The strings of an `arr[str]`, packed as the file holds them: each string's u64 length
+/// then its bytes, all in one buffer, and where each one ends. A vocabulary of hundreds
+/// of thousands of tokens is then read and written as one copy, and shared by its copies
+/// (an output header copies its source's metadata) until one of them changes.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct StringArray {
-    bytes: Vec<u8>,
+    packed: std::sync::Arc<Packed>,
+}
+
+/// [`StringArray`]'s buffers.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+struct Packed {
+    /// The strings as an `arr[str]` holds them.
+    wire: Vec<u8>,
+    /// Where each string's bytes end in `wire`.
     ends: Vec<usize>,
 }
+
+/// The bytes of a string's length before the string.
+const LEN: usize = std::mem::size_of::<u64>();
 
 impl StringArray {
     /// No strings.
@@ -260,55 +272,57 @@ impl StringArray {
     /// No strings, with room for `strings` of `bytes` bytes in all.
     pub fn with_capacity(strings: usize, bytes: usize) -> StringArray {
         StringArray {
-            bytes: Vec::with_capacity(bytes),
-            ends: Vec::with_capacity(strings),
+            packed: std::sync::Arc::new(Packed {
+                wire: Vec::with_capacity(bytes + LEN * strings),
+                ends: Vec::with_capacity(strings),
+            }),
+        }
+    }
+
+    /// The strings of `wire`, bytes as an `arr[str]` holds them, whose strings end at
+    /// `ends` (the caller has read the lengths).
+    pub(crate) fn from_wire(wire: Vec<u8>, ends: Vec<usize>) -> StringArray {
+        StringArray {
+            packed: std::sync::Arc::new(Packed { wire, ends }),
         }
     }
 
     /// The number of strings.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.packed.ends.len()
     }
 
     /// Whether there are no strings.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.packed.ends.is_empty()
     }
 
     /// The bytes of string `i`.
     pub fn get(&self, i: usize) -> Option<&[u8]> {
-        let end = *self.ends.get(i)?;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        Some(&self.bytes[start..end])
+        let Packed { wire, ends } = &*self.packed;
+        let end = *ends.get(i)?;
+        let start = if i == 0 { 0 } else { ends[i - 1] } + LEN;
+        Some(&wire[start..end])
     }
 
-    /// Appends a string.
+    /// Appends a string (copying the strings first if another array shares them).
     pub fn push(&mut self, s: impl AsRef<[u8]>) {
-        self.bytes.extend_from_slice(s.as_ref());
-        self.ends.push(self.bytes.len());
+        let s = s.as_ref();
+        let Packed { wire, ends } = std::sync::Arc::make_mut(&mut self.packed);
+        wire.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        wire.extend_from_slice(s);
+        ends.push(wire.len());
     }
 
     /// The bytes of the strings as an `arr[str]` holds them: each one's u64 length, then
     /// its bytes.
     pub(crate) fn wire_len(&self) -> usize {
-        self.bytes.len() + 8 * self.ends.len()
+        self.packed.wire.len()
     }
 
     /// Appends the strings as an `arr[str]` holds them ([`StringArray::wire_len`] bytes).
-    pub(crate) fn write_wire(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.resize(start + self.wire_len(), 0);
-        let mut to = &mut out[start..];
-        let mut from = 0;
-        for &end in &self.ends {
-            let s = &self.bytes[from..end];
-            let (len, rest) = to.split_at_mut(8);
-            len.copy_from_slice(&(s.len() as u64).to_le_bytes());
-            let (body, rest) = rest.split_at_mut(s.len());
-            body.copy_from_slice(s);
-            to = rest;
-            from = end;
-        }
+    pub(crate) fn write_wire(&self, out: &mut impl super::wire::Sink) {
+        out.put(&self.packed.wire);
     }
 
     /// The strings' bytes, in order.
@@ -660,5 +674,17 @@ mod tests {
         assert_eq!(a, same);
         assert_ne!(a, StringArray::from(vec!["", "token"]));
         assert_eq!(format!("{a:?}"), "[\"\", \"\u{fffd}\\0\", \"token\"]");
+    }
+
+    /// Copies share the strings until one of them changes.
+    #[test]
+    fn a_copy_changes_apart_from_its_source() {
+        let a = StringArray::from(vec!["a", "bc"]);
+        let mut b = a.clone();
+        b.push("def");
+        assert_eq!(a, StringArray::from(vec!["a", "bc"]));
+        assert_eq!(b.len(), 3);
+        assert_eq!(&b[2], b"def");
+        assert_eq!(a.wire_len(), 2 * 8 + 3);
     }
 }

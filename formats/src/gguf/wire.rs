@@ -198,11 +198,17 @@ fn read_array(c: &mut Cursor<'_>, key: &str, depth: usize) -> Result<Array> {
                     )
                 }
                 ValueType::String => {
-                    let mut out = StringArray::with_capacity(n.min(MAX_PREALLOC), 0);
+                    // The strings are copied as the file holds them, in one piece, once
+                    // their lengths are read and checked.
+                    let start = c.pos;
+                    let mut ends = Vec::with_capacity(n);
+                    let mut probe = Cursor { bytes: c.bytes, pos: c.pos };
                     for i in 0..n {
-                        out.push(c.string(&|| format!("string {i} of key '{key}'"))?);
+                        probe.string(&|| format!("string {i} of key '{key}'"))?;
+                        ends.push(probe.pos - start);
                     }
-                    Array::String(out)
+                    let wire = c.take((probe.pos - start) as u64, || format!("key '{key}'"))?;
+                    Array::String(StringArray::from_wire(wire.to_vec(), ends))
                 }
                 ValueType::Array => {
                     let mut out = Vec::with_capacity(n.min(MAX_PREALLOC));
@@ -217,10 +223,50 @@ fn read_array(c: &mut Cursor<'_>, key: &str, depth: usize) -> Result<Array> {
     Ok(for_each_number!(elements))
 }
 
+/// Where a header's bytes go, in order: a growing `Vec`, or memory of the header's
+/// size (written in place, with no copy of a vocabulary of megabytes).
+pub(crate) trait Sink {
+    /// Appends `bytes`.
+    fn put(&mut self, bytes: &[u8]);
+    /// Appends `n` bytes, to be filled in.
+    fn next(&mut self, n: usize) -> &mut [u8];
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+
+    fn next(&mut self, n: usize) -> &mut [u8] {
+        let start = self.len();
+        self.resize(start + n, 0);
+        &mut self[start..]
+    }
+}
+
+/// Bytes filled in order from the start, sized beforehand (a write past the end
+/// panics: the sizes of what is written were computed by the same rules).
+pub(crate) struct Filling<'a> {
+    pub(crate) buf: &'a mut [u8],
+    pub(crate) pos: usize,
+}
+
+impl Sink for Filling<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.next(bytes.len()).copy_from_slice(bytes);
+    }
+
+    fn next(&mut self, n: usize) -> &mut [u8] {
+        let start = self.pos;
+        self.pos += n;
+        &mut self.buf[start..self.pos]
+    }
+}
+
 /// Appends a u64-length-prefixed string.
-pub(crate) fn write_string(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-    out.extend_from_slice(bytes);
+pub(crate) fn write_string(out: &mut impl Sink, bytes: &[u8]) {
+    out.put(&(bytes.len() as u64).to_le_bytes());
+    out.put(bytes);
 }
 
 /// The bytes [`write_value`] appends for `value`: what a header is sized by before it
@@ -244,13 +290,13 @@ fn array_len(array: &Array) -> usize {
 }
 
 /// Appends a value: its type code, then its payload.
-pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
-    out.extend_from_slice(&value.value_type().code().to_le_bytes());
+pub(crate) fn write_value(out: &mut impl Sink, value: &Value) {
+    out.put(&value.value_type().code().to_le_bytes());
     macro_rules! payload {
         ($($variant:ident $ty:ident $as:ident $get:ident),*) => {
             match value {
-                $( Value::$variant(v) => out.extend_from_slice(&v.to_le_bytes()), )*
-                Value::Bool(b) => out.push(u8::from(*b)),
+                $( Value::$variant(v) => out.put(&v.to_le_bytes()), )*
+                Value::Bool(b) => out.put(&[u8::from(*b)]),
                 Value::String(s) => write_string(out, s.as_bytes()),
                 Value::Array(a) => write_array(out, a),
             }
@@ -260,9 +306,9 @@ pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
 }
 
 /// Appends an array body: element type, count, elements.
-fn write_array(out: &mut Vec<u8>, array: &Array) {
-    out.extend_from_slice(&array.elem_type().code().to_le_bytes());
-    out.extend_from_slice(&(array.len() as u64).to_le_bytes());
+fn write_array(out: &mut impl Sink, array: &Array) {
+    out.put(&array.elem_type().code().to_le_bytes());
+    out.put(&(array.len() as u64).to_le_bytes());
     macro_rules! elements {
         ($($variant:ident $ty:ident $as:ident $get:ident),*) => {
             match array {
@@ -270,13 +316,15 @@ fn write_array(out: &mut Vec<u8>, array: &Array) {
                     // Sized once and filled in place: a loop the compiler turns into
                     // vector stores, where one `extend` per element was not.
                     const SIZE: usize = std::mem::size_of::<$ty>();
-                    let start = out.len();
-                    out.resize(start + v.len() * SIZE, 0);
-                    for (to, x) in out[start..].chunks_exact_mut(SIZE).zip(v) {
+                    for (to, x) in out.next(v.len() * SIZE).chunks_exact_mut(SIZE).zip(v) {
                         to.copy_from_slice(&x.to_le_bytes());
                     }
                 } )*
-                Array::Bool(v) => out.extend(v.iter().map(|&b| u8::from(b))),
+                Array::Bool(v) => {
+                    for (to, &b) in out.next(v.len()).iter_mut().zip(v) {
+                        *to = u8::from(b);
+                    }
+                }
                 Array::String(v) => v.write_wire(out),
                 Array::Array(v) => {
                     for a in v {

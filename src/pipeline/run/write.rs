@@ -302,7 +302,7 @@ impl Outputs {
         durability: Durability,
         places: &mut Vec<Place>,
     ) -> Result<(PlacedFile, Filled), RunError> {
-        let (bytes, layout) = part.header.encode()?;
+        let (header_bytes, layout) = part.header.encode_aligned()?;
         let file =
             PlacedFile::create(&part.path, layout.file_size(), durability).map_err(|cause| {
                 RunError::Output {
@@ -313,14 +313,13 @@ impl Outputs {
             })?;
         // Written by the writing thread, straight from aligned memory, while the first
         // batches convert.
-        let mut header_bytes = AlignedBuffer::zeroed(bytes.len());
-        header_bytes.as_mut_slice().copy_from_slice(&bytes);
+        let len = header_bytes.len();
         let header = Filled {
             batch: None,
             output,
             slab: header_bytes,
             skip: 0,
-            len: bytes.len(),
+            len,
             part: p,
             at: 0,
         };

@@ -17,10 +17,11 @@
 //! in a million of the exact one (a sum of products, of the sum of their magnitudes),
 //! and every CPU gets the same bits (see `Blocks`).
 //! A row with a NaN or an infinity, or values whose squares overflow f32 (or a row of
-//! 2^32 values or more), is measured in f64 (`|f64(a) - f64(b)|`, exact products), the elements where either side is NaN or
-//! infinite counted apart and left out of the error figures; two NaNs, or two equal
-//! infinities, count as the same value. Shapes compare equal when they differ only by
-//! leading axes of 1 (GGUF writers may or may not drop them).
+//! 2^32 values or more), is measured in f64 (`|f64(a) - f64(b)|`, exact products), the
+//! elements where either side is NaN or infinite counted apart and left out of the error
+//! figures; two NaNs, or two equal infinities, count as the same value. Shapes compare
+//! equal when they differ only by leading axes of 1 (GGUF writers may or may not drop
+//! them).
 
 use crate::error::Result;
 use crate::model::{Encoding, Model, Tensor};

@@ -13,6 +13,7 @@
 use super::error::{GgufError, Result};
 use super::metadata::Metadata;
 use super::tensor::{MAX_DIMS, TensorInfo};
+use super::value::SharedBytes;
 use super::wire::{self, Cursor, MAX_ARRAY_DEPTH};
 use crate::output::AlignedBuffer;
 use quantforge_kernels::GgmlType;
@@ -261,7 +262,17 @@ impl GgufHeader {
     ///
     /// Only the header's bytes are read: with an mmapped file, tensor data stays on disk.
     pub fn parse(file: &[u8]) -> Result<(GgufHeader, Layout)> {
-        let mut c = Cursor::new(file);
+        Self::parse_from(Cursor::new(file))
+    }
+
+    /// [`GgufHeader::parse`], with the string arrays left in `file`'s bytes (shared, not
+    /// copied: a vocabulary of megabytes costs no memory of its own).
+    pub(crate) fn parse_shared(file: &SharedBytes) -> Result<(GgufHeader, Layout)> {
+        Self::parse_from(Cursor::shared(file))
+    }
+
+    fn parse_from(mut c: Cursor<'_>) -> Result<(GgufHeader, Layout)> {
+        let file = c.bytes();
         let magic = c.take(4, String::new).map_err(|_| {
             if GGUF_MAGIC.starts_with(file) {
                 GgufError::Truncated {
@@ -497,5 +508,13 @@ mod tests {
         let (back, layout3) = GgufHeader::parse(&file).unwrap();
         assert_eq!(layout3, layout);
         assert_eq!(back.encode().unwrap().0, bytes);
+        // Parsed with the string arrays left in the file's bytes: the same header, which
+        // outlives the parse's own handle on them.
+        let shared: SharedBytes = std::sync::Arc::new(file);
+        let (kept, layout4) = GgufHeader::parse_shared(&shared).unwrap();
+        drop(shared);
+        assert_eq!(layout4, layout);
+        assert_eq!(kept, back);
+        assert_eq!(kept.encode_aligned().unwrap().0.as_slice(), &bytes[..]);
     }
 }

@@ -10,9 +10,11 @@ use super::error::{GgufError, Result};
 use super::header::{GgufHeader, Layout};
 use super::metadata::Metadata;
 use super::tensor::{TensorInfo, TensorView};
+use super::value::SharedBytes;
 use memmap2::{Advice, Mmap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Where the file's bytes live.
 #[derive(Debug)]
@@ -30,11 +32,18 @@ impl Source {
     }
 }
 
+impl AsRef<[u8]> for Source {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
 /// An open, validated GGUF file.
 #[derive(Debug)]
 pub struct GgufFile {
     path: Option<PathBuf>,
-    source: Source,
+    /// Shared with the header's string arrays, which keep to its bytes.
+    source: Arc<Source>,
     header: GgufHeader,
     layout: Layout,
 }
@@ -75,7 +84,9 @@ impl GgufFile {
     }
 
     fn from_source(path: Option<PathBuf>, source: Source) -> Result<GgufFile> {
-        match GgufHeader::parse(source.bytes()) {
+        let source = Arc::new(source);
+        let shared: SharedBytes = source.clone();
+        match GgufHeader::parse_shared(&shared) {
             Ok((header, layout)) => Ok(GgufFile {
                 path,
                 source,
@@ -96,7 +107,7 @@ impl GgufFile {
 
     /// Whether the bytes are mmapped (rather than in memory).
     pub fn is_mmap(&self) -> bool {
-        matches!(self.source, Source::Mmap(_))
+        matches!(*self.source, Source::Mmap(_))
     }
 
     /// The header.
@@ -210,7 +221,7 @@ impl GgufFile {
 
     /// The map, when the file is mapped and `len > 0` bytes at `offset` lie within it.
     fn mapped_range(&self, offset: u64, len: usize) -> Result<Option<&Mmap>> {
-        let Source::Mmap(map) = &self.source else {
+        let Source::Mmap(map) = &*self.source else {
             return Ok(None);
         };
         if offset

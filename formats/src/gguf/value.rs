@@ -8,6 +8,8 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
 
 /// The wire type of a metadata value, with the code GGUF stores for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -243,21 +245,78 @@ pub enum Value {
 }
 
 /// The strings of an `arr[str]`, packed as the file holds them: each string's u64 length
-/// then its bytes, all in one buffer, and where each one ends. A vocabulary of hundreds
-/// of thousands of tokens is then read and written as one copy, and shared by its copies
-/// (an output header copies its source's metadata) until one of them changes.
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+/// then its bytes, all in one buffer. A vocabulary of hundreds of thousands of tokens is
+/// then read and written as one piece: parsed from a file, the strings stay in the file's
+/// bytes (its map) and are not copied at all; an array's copies (an output header copies
+/// its source's metadata) share them until one of them changes.
+#[derive(Clone, Default)]
 pub struct StringArray {
-    packed: std::sync::Arc<Packed>,
+    packed: Arc<Packed>,
+}
+
+/// Bytes a parsed header's arrays share with the file they were read from (its map, or
+/// the buffer it was read into), kept alive as long as any of them is.
+pub(crate) type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// Where a [`StringArray`]'s wire bytes are.
+#[derive(Clone)]
+enum Wire {
+    /// Its own buffer (strings pushed, or a shared array that changed).
+    Owned(Vec<u8>),
+    /// A range of a parsed file's bytes.
+    Shared(SharedBytes, Range<usize>),
+}
+
+impl Default for Wire {
+    fn default() -> Wire {
+        Wire::Owned(Vec::new())
+    }
+}
+
+impl Wire {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Wire::Owned(v) => v,
+            Wire::Shared(file, range) => &(**file).as_ref()[range.clone()],
+        }
+    }
 }
 
 /// [`StringArray`]'s buffers.
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Default)]
 struct Packed {
     /// The strings as an `arr[str]` holds them.
-    wire: Vec<u8>,
-    /// Where each string's bytes end in `wire`.
-    ends: Vec<usize>,
+    wire: Wire,
+    /// How many.
+    count: usize,
+    /// Where each string's bytes end in `wire`: found on the first look at a string (a
+    /// header that is only copied to another file never needs them).
+    ends: OnceLock<Vec<usize>>,
+}
+
+impl Packed {
+    fn ends(&self) -> &[usize] {
+        self.ends
+            .get_or_init(|| scan(self.wire.bytes(), self.count))
+    }
+}
+
+/// Where each of the first `count` strings of `wire` ends (`wire` holds at least that many
+/// whole strings, as every [`StringArray`] does).
+fn scan(wire: &[u8], count: usize) -> Vec<usize> {
+    let mut ends = Vec::with_capacity(count);
+    let mut pos = 0usize;
+    while ends.len() < count {
+        let Some(len) = wire.get(pos..pos + LEN) else {
+            break;
+        };
+        let mut le = [0u8; LEN];
+        le.copy_from_slice(len);
+        let len = usize::try_from(u64::from_le_bytes(le)).unwrap_or(usize::MAX);
+        pos = pos.saturating_add(LEN).saturating_add(len).min(wire.len());
+        ends.push(pos);
+    }
+    ends
 }
 
 /// The bytes of a string's length before the string.
@@ -272,62 +331,103 @@ impl StringArray {
     /// No strings, with room for `strings` of `bytes` bytes in all.
     pub fn with_capacity(strings: usize, bytes: usize) -> StringArray {
         StringArray {
-            packed: std::sync::Arc::new(Packed {
-                wire: Vec::with_capacity(bytes + LEN * strings),
-                ends: Vec::with_capacity(strings),
+            packed: Arc::new(Packed {
+                wire: Wire::Owned(Vec::with_capacity(bytes + LEN * strings)),
+                count: 0,
+                ends: OnceLock::from(Vec::with_capacity(strings)),
             }),
         }
     }
 
-    /// The strings of `wire`, bytes as an `arr[str]` holds them, whose strings end at
-    /// `ends` (the caller has read the lengths).
-    pub(crate) fn from_wire(wire: Vec<u8>, ends: Vec<usize>) -> StringArray {
+    /// The `count` strings of `wire`, bytes as an `arr[str]` holds them (the caller has
+    /// read and checked their lengths).
+    pub(crate) fn from_wire(wire: Vec<u8>, count: usize) -> StringArray {
+        Self::with_wire(Wire::Owned(wire), count)
+    }
+
+    /// The `count` strings at `range` of `file`, bytes as an `arr[str]` holds them (the
+    /// caller has read and checked their lengths), shared rather than copied.
+    pub(crate) fn shared(file: SharedBytes, range: Range<usize>, count: usize) -> StringArray {
+        Self::with_wire(Wire::Shared(file, range), count)
+    }
+
+    fn with_wire(wire: Wire, count: usize) -> StringArray {
         StringArray {
-            packed: std::sync::Arc::new(Packed { wire, ends }),
+            packed: Arc::new(Packed {
+                wire,
+                count,
+                ends: OnceLock::new(),
+            }),
         }
     }
 
     /// The number of strings.
     pub fn len(&self) -> usize {
-        self.packed.ends.len()
+        self.packed.count
     }
 
     /// Whether there are no strings.
     pub fn is_empty(&self) -> bool {
-        self.packed.ends.is_empty()
+        self.packed.count == 0
     }
 
     /// The bytes of string `i`.
     pub fn get(&self, i: usize) -> Option<&[u8]> {
-        let Packed { wire, ends } = &*self.packed;
+        let ends = self.packed.ends();
         let end = *ends.get(i)?;
         let start = if i == 0 { 0 } else { ends[i - 1] } + LEN;
-        Some(&wire[start..end])
+        Some(&self.packed.wire.bytes()[start..end])
     }
 
-    /// Appends a string (copying the strings first if another array shares them).
+    /// Appends a string (copying the strings first if they are shared).
     pub fn push(&mut self, s: impl AsRef<[u8]>) {
         let s = s.as_ref();
-        let Packed { wire, ends } = std::sync::Arc::make_mut(&mut self.packed);
+        let p = Arc::make_mut(&mut self.packed);
+        let mut ends = match p.ends.take() {
+            Some(ends) => ends,
+            None => scan(p.wire.bytes(), p.count),
+        };
+        let mut wire = match std::mem::take(&mut p.wire) {
+            Wire::Owned(v) => v,
+            shared => shared.bytes().to_vec(),
+        };
         wire.extend_from_slice(&(s.len() as u64).to_le_bytes());
         wire.extend_from_slice(s);
         ends.push(wire.len());
+        p.wire = Wire::Owned(wire);
+        p.count += 1;
+        p.ends = OnceLock::from(ends);
     }
 
     /// The bytes of the strings as an `arr[str]` holds them: each one's u64 length, then
     /// its bytes.
     pub(crate) fn wire_len(&self) -> usize {
-        self.packed.wire.len()
+        self.packed.wire.bytes().len()
     }
 
     /// Appends the strings as an `arr[str]` holds them ([`StringArray::wire_len`] bytes).
     pub(crate) fn write_wire(&self, out: &mut impl super::wire::Sink) {
-        out.put(&self.packed.wire);
+        out.put(self.packed.wire.bytes());
     }
 
     /// The strings' bytes, in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + DoubleEndedIterator + '_ {
         (0..self.len()).map(|i| &self[i])
+    }
+}
+
+/// Arrays are equal when they hold the same strings, that is the same wire bytes.
+impl PartialEq for StringArray {
+    fn eq(&self, other: &StringArray) -> bool {
+        self.packed.wire.bytes() == other.packed.wire.bytes()
+    }
+}
+
+impl Eq for StringArray {}
+
+impl std::hash::Hash for StringArray {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.packed.wire.bytes().hash(state);
     }
 }
 
@@ -686,5 +786,46 @@ mod tests {
         assert_eq!(b.len(), 3);
         assert_eq!(&b[2], b"def");
         assert_eq!(a.wire_len(), 2 * 8 + 3);
+    }
+
+    /// Strings parsed from a file stay in its bytes, read as pushed ones, and are copied
+    /// out only when the array changes.
+    #[test]
+    fn strings_shared_with_a_file_read_and_change_like_owned_ones() {
+        use super::{SharedBytes, StringArray};
+        use std::hash::{BuildHasher, RandomState};
+        let owned = StringArray::from(vec![&b"ab"[..], b"", b"\xffz"]);
+        let mut file = b"head".to_vec();
+        let start = file.len();
+        let mut wire = Vec::new();
+        owned.write_wire(&mut wire);
+        file.extend_from_slice(&wire);
+        file.extend_from_slice(b"tail");
+        let end = start + wire.len();
+        let shared_file: SharedBytes = std::sync::Arc::new(file);
+        let shared = StringArray::shared(shared_file.clone(), start..end, 3);
+        assert_eq!(shared.len(), 3);
+        assert_eq!(shared.wire_len(), owned.wire_len());
+        assert_eq!(shared, owned);
+        let hasher = RandomState::new();
+        assert_eq!(hasher.hash_one(&shared), hasher.hash_one(&owned));
+        assert_eq!(
+            shared.iter().collect::<Vec<_>>(),
+            owned.iter().collect::<Vec<_>>()
+        );
+        assert_eq!(shared.get(1), Some(&b""[..]));
+        assert!(shared.get(3).is_none());
+        let mut changed = shared.clone();
+        changed.push("new");
+        assert_eq!(&changed[3], b"new");
+        assert_eq!(&changed[2], b"\xffz");
+        assert_eq!(shared, owned);
+        // The empty file range is an empty array.
+        let empty = StringArray::shared(shared_file, start..start, 0);
+        assert!(empty.is_empty() && empty == StringArray::new());
+        // Lazily found ends also hold for an array read into its own buffer.
+        let copied = StringArray::from_wire(wire, 3);
+        assert_eq!(&copied[0], b"ab");
+        assert_eq!(copied, owned);
     }
 }

@@ -13,7 +13,9 @@
 //! them) and bools other than 0/1 are rejected, as the GGUF specification asks.
 
 use super::error::{GgufError, Result};
-use super::value::{Array, GgufString, StringArray, Value, ValueType, for_each_number};
+use super::value::{
+    Array, GgufString, SharedBytes, StringArray, Value, ValueType, for_each_number,
+};
 
 /// Deepest nesting of arrays of arrays accepted (an array of scalars is depth 1).
 pub const MAX_ARRAY_DEPTH: usize = 32;
@@ -26,11 +28,31 @@ const MAX_PREALLOC: usize = 1024;
 pub(crate) struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
+    /// The owner of `bytes`, when string arrays may share them rather than copy them.
+    shared: Option<&'a SharedBytes>,
 }
 
 impl<'a> Cursor<'a> {
     pub(crate) fn new(bytes: &'a [u8]) -> Cursor<'a> {
-        Cursor { bytes, pos: 0 }
+        Cursor {
+            bytes,
+            pos: 0,
+            shared: None,
+        }
+    }
+
+    /// A cursor over `file`'s bytes, whose string arrays keep to them.
+    pub(crate) fn shared(file: &'a SharedBytes) -> Cursor<'a> {
+        Cursor {
+            bytes: (**file).as_ref(),
+            pos: 0,
+            shared: Some(file),
+        }
+    }
+
+    /// All the bytes, read or not.
+    pub(crate) fn bytes(&self) -> &'a [u8] {
+        self.bytes
     }
 
     pub(crate) fn pos(&self) -> u64 {
@@ -198,17 +220,16 @@ fn read_array(c: &mut Cursor<'_>, key: &str, depth: usize) -> Result<Array> {
                     )
                 }
                 ValueType::String => {
-                    // The strings are copied as the file holds them, in one piece, once
-                    // their lengths are read and checked.
+                    // The lengths are read and checked; the strings stay where they are
+                    // (in the file's map) or are copied in one piece.
                     let start = c.pos;
-                    let mut ends = Vec::with_capacity(n);
-                    let mut probe = Cursor { bytes: c.bytes, pos: c.pos };
                     for i in 0..n {
-                        probe.string(&|| format!("string {i} of key '{key}'"))?;
-                        ends.push(probe.pos - start);
+                        c.string(&|| format!("string {i} of key '{key}'"))?;
                     }
-                    let wire = c.take((probe.pos - start) as u64, || format!("key '{key}'"))?;
-                    Array::String(StringArray::from_wire(wire.to_vec(), ends))
+                    Array::String(match c.shared {
+                        Some(file) => StringArray::shared(file.clone(), start..c.pos, n),
+                        None => StringArray::from_wire(c.bytes[start..c.pos].to_vec(), n),
+                    })
                 }
                 ValueType::Array => {
                     let mut out = Vec::with_capacity(n.min(MAX_PREALLOC));

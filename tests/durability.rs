@@ -88,13 +88,16 @@ fn parse_strace(log: &str) -> Vec<Call> {
 }
 
 /// Whether a call's first argument is a descriptor of `path` (`strace -y` prints
-/// `3</dir/file>`).
+/// `3</dir/file>`, and `3</dir/#inode>(deleted)` for a file without a name).
 fn on(call: &Call, path: &Path) -> bool {
     let want = format!("<{}>", path.display());
-    call.args
-        .split([',', ')'])
-        .next()
-        .is_some_and(|fd| fd.trim().ends_with(&want))
+    call.args.split([',', ')']).next().is_some_and(|fd| {
+        let fd = fd.trim();
+        fd.ends_with(&want)
+            || fd
+                .strip_suffix("(deleted")
+                .is_some_and(|f| f.ends_with(&want))
+    })
 }
 
 fn strace_available() -> bool {
@@ -117,8 +120,12 @@ fn strace_available() -> bool {
 /// What a run under strace did: the calls that touch files, and the paths they name.
 struct Traced {
     calls: Vec<Call>,
-    /// The temporary file the output was written to.
+    /// The temporary file the output was written to (on Linux a file without a name,
+    /// which strace shows as `DIR/#inode`).
     tmp: PathBuf,
+    /// The name it is renamed from: `tmp` itself, or the name an unnamed file was linked
+    /// under just before.
+    moved_from: PathBuf,
     out: PathBuf,
     out_dir: PathBuf,
     _dir: tempfile::TempDir,
@@ -139,7 +146,7 @@ fn traced_run(extra: &[&str]) -> Traced {
         .arg(&log)
         .args([
             "-e",
-            "trace=write,pwrite64,pwritev,pwritev2,fsync,fdatasync,sync_file_range,rename,renameat,renameat2",
+            "trace=write,pwrite64,pwritev,pwritev2,fsync,fdatasync,sync_file_range,rename,renameat,renameat2,linkat",
         ])
         .arg(inner.get_program())
         .args(inner.get_args())
@@ -151,17 +158,41 @@ fn traced_run(extra: &[&str]) -> Traced {
     let tmp = calls
         .iter()
         .find_map(|c| {
+            if !is_write(c) {
+                return None;
+            }
             let fd = c.args.split([',', ')']).next()?;
+            let fd = fd.strip_suffix("(deleted").unwrap_or(fd);
             let path = fd.split_once('<')?.1.strip_suffix('>')?;
             let p = Path::new(path);
             let name = p.file_name()?.to_str()?;
-            (p.parent() == Some(out_dir.as_path()) && name.starts_with(".quantforge-"))
-                .then(|| p.to_path_buf())
+            (p.parent() == Some(out_dir.as_path())
+                && (name.starts_with(".quantforge-") || name.starts_with('#')))
+            .then(|| p.to_path_buf())
         })
         .expect("writes to a temporary file beside OUT");
+    let unnamed = tmp
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('#'));
+    let moved_from = if unnamed {
+        // linkat(AT_FDCWD, "/proc/self/fd/N", AT_FDCWD, "OUT_DIR/.quantforge-....tmp", ...)
+        calls
+            .iter()
+            .filter(|c| c.name == "linkat")
+            .find_map(|c| {
+                let name = c.args.split('"').nth(3)?;
+                let p = Path::new(name);
+                (p.parent() == Some(out_dir.as_path())).then(|| p.to_path_buf())
+            })
+            .expect("the unnamed file linked into OUT's directory")
+    } else {
+        tmp.clone()
+    };
     Traced {
         calls,
         tmp,
+        moved_from,
         out,
         out_dir,
         _dir: temp,
@@ -193,6 +224,7 @@ fn every_byte_is_synced_before_the_rename_and_the_directory_after() {
     let Traced {
         calls,
         tmp,
+        moved_from,
         out,
         out_dir,
         ..
@@ -203,7 +235,7 @@ fn every_byte_is_synced_before_the_rename_and_the_directory_after() {
         .expect("writes to the temporary file");
     let rename = calls
         .iter()
-        .position(|c| renames_onto(c, &tmp, &out))
+        .position(|c| renames_onto(c, &moved_from, &out))
         .expect("a rename onto OUT");
     let file_sync = calls
         .iter()
@@ -244,11 +276,12 @@ fn no_sync_renames_without_waiting_for_the_disk() {
     let Traced {
         calls,
         tmp,
+        moved_from,
         out,
         out_dir,
         ..
     } = traced_run(&["--no-sync"]);
-    assert!(calls.iter().any(|c| renames_onto(c, &tmp, &out)));
+    assert!(calls.iter().any(|c| renames_onto(c, &moved_from, &out)));
     let synced: Vec<&Call> = calls
         .iter()
         .filter(|c| {

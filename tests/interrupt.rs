@@ -20,6 +20,15 @@ fn entries(dir: &Path) -> Vec<String> {
     v
 }
 
+/// Whether process `pid` has a file of `dir` open.
+fn writes_in(pid: u32, dir: &Path) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten()
+        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target.parent() == Some(dir)))
+}
+
 fn interrupt_quantize(signal: libc::c_int) {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("out");
@@ -36,9 +45,10 @@ fn interrupt_quantize(signal: libc::c_int) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the output is being written.
+    // Wait until the output is being written: the process has a file in OUT's directory
+    // open (one without a name, on Linux, until it is committed).
     let start = Instant::now();
-    while entries(&out_dir).is_empty() {
+    while !writes_in(child.id(), &out_dir) {
         assert!(
             start.elapsed() < Duration::from_secs(20),
             "no output started"

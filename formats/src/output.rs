@@ -50,6 +50,134 @@ pub fn temp_file_beside(path: &Path) -> std::io::Result<NamedTempFile> {
     builder.tempfile_in(parent_dir(path))
 }
 
+/// A [`PlacedFile`]'s data before it takes its name: on Linux a file with no name at all
+/// (`O_TMPFILE`), so that a process killed at any point (`SIGKILL`, the OOM killer) leaves
+/// nothing behind in the directory; elsewhere, or where the filesystem cannot make one, a
+/// hidden temporary file beside the output, deleted unless committed.
+enum Temp {
+    /// Unnamed, in `dir`; `reopen` names it for opening it again (`/proc/self/fd/N`).
+    #[cfg(target_os = "linux")]
+    Unnamed {
+        file: std::fs::File,
+        dir: PathBuf,
+        reopen: PathBuf,
+    },
+    /// Under a temporary name.
+    Named(NamedTempFile),
+}
+
+impl Temp {
+    /// A new file for `path`, in its directory.
+    fn beside(path: &Path) -> std::io::Result<Temp> {
+        #[cfg(target_os = "linux")]
+        if let Some(temp) = unnamed::create(parent_dir(path)) {
+            return Ok(temp);
+        }
+        temp_file_beside(path).map(Temp::Named)
+    }
+
+    fn as_file(&self) -> &std::fs::File {
+        match self {
+            #[cfg(target_os = "linux")]
+            Temp::Unnamed { file, .. } => file,
+            Temp::Named(tmp) => tmp.as_file(),
+        }
+    }
+
+    /// A path that opens this same file again.
+    fn reopen_path(&self) -> &Path {
+        match self {
+            #[cfg(target_os = "linux")]
+            Temp::Unnamed { reopen, .. } => reopen,
+            Temp::Named(tmp) => tmp.path(),
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod unnamed {
+    use super::Temp;
+    use std::ffi::CString;
+    use std::fs::OpenOptions;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    use std::path::{Path, PathBuf};
+
+    /// An unnamed file in `dir`, with mode 0666 less the umask as `fopen` makes them, or
+    /// `None` where that cannot be done or the file could not be given a name later (no
+    /// `/proc`): the caller then falls back to a named temporary file.
+    pub(super) fn create(dir: &Path) -> Option<Temp> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .mode(0o666)
+            .custom_flags(libc::O_TMPFILE)
+            .open(dir)
+            .ok()?;
+        let reopen = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        std::fs::metadata(&reopen).ok()?;
+        Some(Temp::Unnamed {
+            file,
+            dir: dir.to_path_buf(),
+            reopen,
+        })
+    }
+
+    /// Gives the unnamed file behind `reopen` the name `to` (which must not exist).
+    pub(super) fn link(reopen: &Path, to: &Path) -> std::io::Result<()> {
+        let from = CString::new(reopen.as_os_str().as_bytes())?;
+        let to = CString::new(to.as_os_str().as_bytes())?;
+        // SAFETY: both are NUL-terminated paths that live across the call.
+        let done = unsafe {
+            libc::linkat(
+                libc::AT_FDCWD,
+                from.as_ptr(),
+                libc::AT_FDCWD,
+                to.as_ptr(),
+                libc::AT_SYMLINK_FOLLOW,
+            )
+        };
+        if done == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+
+    /// Links the unnamed file into `dir` under a fresh hidden name and renames that over
+    /// `path`: a rename is atomic where a link cannot replace a file. Only between the
+    /// two could a killed process leave the temporary name behind.
+    pub(super) fn commit(reopen: &Path, dir: &Path, path: &Path) -> std::io::Result<()> {
+        let mut attempt = 0u32;
+        let name = loop {
+            let name = dir.join(format!(
+                ".quantforge-{}-{}.tmp",
+                std::process::id(),
+                unique(attempt)
+            ));
+            match link(reopen, &name) {
+                Ok(()) => break name,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 64 => {
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        std::fs::rename(&name, path).inspect_err(|_| {
+            let _ = std::fs::remove_file(&name);
+        })
+    }
+
+    /// A name part that differs between calls of one process.
+    fn unique(attempt: u32) -> u64 {
+        use std::hash::{BuildHasher, RandomState};
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        RandomState::new().hash_one((call, attempt)) & 0xffff_ffff
+    }
+}
+
 /// What committing an output promises about a power cut or a crash of the system (a
 /// crash of the process alone never leaves a partial file under the output's name, either
 /// way).
@@ -84,7 +212,7 @@ pub enum Durability {
 /// byte is written.
 pub struct PlacedFile {
     path: PathBuf,
-    tmp: NamedTempFile,
+    tmp: Temp,
     direct: Option<disk::DirectFile>,
     len: u64,
     durability: Durability,
@@ -106,11 +234,11 @@ impl PlacedFile {
         durability: Durability,
     ) -> std::io::Result<PlacedFile> {
         let path = path.as_ref().to_path_buf();
-        let tmp = temp_file_beside(&path)?;
+        let tmp = Temp::beside(&path)?;
         disk::reserve(tmp.as_file(), len).map_err(|e| {
             std::io::Error::new(e.kind(), format!("cannot reserve {len} bytes for it: {e}"))
         })?;
-        let direct = disk::DirectFile::open(tmp.path());
+        let direct = disk::DirectFile::open(tmp.reopen_path());
         Ok(PlacedFile {
             path,
             tmp,
@@ -202,8 +330,14 @@ impl PlacedFile {
 
     /// Moves the file into place as [`persist`] does; the error says which step failed.
     pub fn commit(self) -> std::io::Result<()> {
-        persist(self.tmp, &self.path, self.durability)
-            .map_err(|(step, e)| std::io::Error::new(e.kind(), format!("{step}: {e}")))
+        let done = match self.tmp {
+            Temp::Named(tmp) => persist(tmp, &self.path, self.durability),
+            #[cfg(target_os = "linux")]
+            Temp::Unnamed { file, dir, reopen } => {
+                persist_unnamed(&file, &reopen, &dir, &self.path, self.durability)
+            }
+        };
+        done.map_err(|(step, e)| std::io::Error::new(e.kind(), format!("{step}: {e}")))
     }
 }
 
@@ -224,6 +358,30 @@ pub(crate) fn persist(
     tmp.persist(path)
         .map_err(|e| ("cannot rename the temporary file into place", e.error))?;
     if synced && let Ok(dir) = std::fs::File::open(parent_dir(path)) {
+        // Best effort: some filesystems do not support fsync on directories.
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
+
+/// [`persist`] for an unnamed file: fsynced, given a name and renamed over `path`, the
+/// directory fsynced; on failure nothing is left under `path` or any other name.
+#[cfg(target_os = "linux")]
+fn persist_unnamed(
+    file: &std::fs::File,
+    reopen: &Path,
+    dir: &Path,
+    path: &Path,
+    durability: Durability,
+) -> Result<(), (&'static str, std::io::Error)> {
+    let synced = durability == Durability::Synced;
+    if synced {
+        file.sync_all().map_err(|e| ("cannot fsync", e))?;
+    }
+    check_stop().map_err(|e| ("not committed", e))?;
+    unnamed::commit(reopen, dir, path)
+        .map_err(|e| ("cannot move the written file into place", e))?;
+    if synced && let Ok(dir) = std::fs::File::open(dir) {
         // Best effort: some filesystems do not support fsync on directories.
         let _ = dir.sync_all();
     }
@@ -307,10 +465,44 @@ mod placed_tests {
             }
         }
         assert!(!path.exists(), "nothing under the name before the commit");
+        #[cfg(target_os = "linux")]
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "on Linux the file has no name until committed: a killed process leaves nothing"
+        );
         file.commit().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), want);
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "no temporary file left");
+    }
+
+    /// A committed file replaces what was under its name, with the permissions `fopen`
+    /// gives a new file; two files made at once each take their own name.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn committed_files_replace_the_old_one_with_fopen_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.bin"), dir.path().join("b.bin"));
+        std::fs::write(&a, b"old contents, longer").unwrap();
+        let mut fa = PlacedFile::create(&a, 3, Durability::Synced).unwrap();
+        let mut fb = PlacedFile::create(&b, 2, Durability::Unsynced).unwrap();
+        fa.write_at(b"new", 0).unwrap();
+        fb.write_at(b"bb", 0).unwrap();
+        fb.commit().unwrap();
+        fa.commit().unwrap();
+        assert_eq!(std::fs::read(&a).unwrap(), b"new");
+        assert_eq!(std::fs::read(&b).unwrap(), b"bb");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let umask = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Umask:"))
+            .map(|v| u32::from_str_radix(v.trim(), 8).unwrap())
+            .unwrap();
+        let mode = std::fs::metadata(&a).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666 & !umask);
     }
 
     #[test]

@@ -55,11 +55,11 @@ pub fn temp_file_beside(path: &Path) -> std::io::Result<NamedTempFile> {
 /// nothing behind in the directory; elsewhere, or where the filesystem cannot make one, a
 /// hidden temporary file beside the output, deleted unless committed.
 enum Temp {
-    /// Unnamed, in `dir`; `reopen` names it for opening it again (`/proc/self/fd/N`).
+    /// Unnamed, in the output's directory; `reopen` names it for opening it again
+    /// (`/proc/self/fd/N`).
     #[cfg(target_os = "linux")]
     Unnamed {
         file: std::fs::File,
-        dir: PathBuf,
         reopen: PathBuf,
     },
     /// Under a temporary name.
@@ -117,11 +117,7 @@ mod unnamed {
             .ok()?;
         let reopen = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
         std::fs::metadata(&reopen).ok()?;
-        Some(Temp::Unnamed {
-            file,
-            dir: dir.to_path_buf(),
-            reopen,
-        })
+        Some(Temp::Unnamed { file, reopen })
     }
 
     /// Gives the unnamed file behind `reopen` the name `to` (which must not exist).
@@ -169,12 +165,10 @@ mod unnamed {
         })
     }
 
-    /// A name part that differs between calls of one process.
+    /// A name part that differs between calls (each `RandomState` has new keys).
     fn unique(attempt: u32) -> u64 {
         use std::hash::{BuildHasher, RandomState};
-        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        RandomState::new().hash_one((call, attempt)) & 0xffff_ffff
+        RandomState::new().hash_one(attempt) & 0xffff_ffff
     }
 }
 
@@ -330,14 +324,8 @@ impl PlacedFile {
 
     /// Moves the file into place as [`persist`] does; the error says which step failed.
     pub fn commit(self) -> std::io::Result<()> {
-        let done = match self.tmp {
-            Temp::Named(tmp) => persist(tmp, &self.path, self.durability),
-            #[cfg(target_os = "linux")]
-            Temp::Unnamed { file, dir, reopen } => {
-                persist_unnamed(&file, &reopen, &dir, &self.path, self.durability)
-            }
-        };
-        done.map_err(|(step, e)| std::io::Error::new(e.kind(), format!("{step}: {e}")))
+        commit_temp(self.tmp, &self.path, self.durability)
+            .map_err(|(step, e)| std::io::Error::new(e.kind(), format!("{step}: {e}")))
     }
 }
 
@@ -350,37 +338,35 @@ pub(crate) fn persist(
     path: &Path,
     durability: Durability,
 ) -> Result<(), (&'static str, std::io::Error)> {
-    let synced = durability == Durability::Synced;
-    if synced {
-        tmp.as_file().sync_all().map_err(|e| ("cannot fsync", e))?;
-    }
-    check_stop().map_err(|e| ("not committed", e))?;
-    tmp.persist(path)
-        .map_err(|e| ("cannot rename the temporary file into place", e.error))?;
-    if synced && let Ok(dir) = std::fs::File::open(parent_dir(path)) {
-        // Best effort: some filesystems do not support fsync on directories.
-        let _ = dir.sync_all();
-    }
-    Ok(())
+    commit_temp(Temp::Named(tmp), path, durability)
 }
 
-/// [`persist`] for an unnamed file: fsynced, given a name and renamed over `path`, the
-/// directory fsynced; on failure nothing is left under `path` or any other name.
-#[cfg(target_os = "linux")]
-fn persist_unnamed(
-    file: &std::fs::File,
-    reopen: &Path,
-    dir: &Path,
+/// [`persist`] for either kind of [`Temp`]: an unnamed file is given a hidden name and
+/// that is renamed over `path`.
+fn commit_temp(
+    tmp: Temp,
     path: &Path,
     durability: Durability,
 ) -> Result<(), (&'static str, std::io::Error)> {
     let synced = durability == Durability::Synced;
     if synced {
-        file.sync_all().map_err(|e| ("cannot fsync", e))?;
+        tmp.as_file().sync_all().map_err(|e| ("cannot fsync", e))?;
     }
     check_stop().map_err(|e| ("not committed", e))?;
-    unnamed::commit(reopen, dir, path)
-        .map_err(|e| ("cannot move the written file into place", e))?;
+    let dir = parent_dir(path);
+    match tmp {
+        Temp::Named(tmp) => {
+            tmp.persist(path)
+                .map_err(|e| ("cannot rename the temporary file into place", e.error))?;
+        }
+        // The file stays open (and so reachable through `reopen`) until it has its name.
+        #[cfg(target_os = "linux")]
+        Temp::Unnamed { file, reopen } => {
+            unnamed::commit(&reopen, dir, path)
+                .map_err(|e| ("cannot move the written file into place", e))?;
+            drop(file);
+        }
+    }
     if synced && let Ok(dir) = std::fs::File::open(dir) {
         // Best effort: some filesystems do not support fsync on directories.
         let _ = dir.sync_all();
@@ -395,17 +381,23 @@ mod tests {
 
     #[test]
     fn temp_files_follow_the_umask() {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let umask = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Umask:"))
-            .map(|v| u32::from_str_radix(v.trim(), 8).unwrap())
-            .unwrap();
+        let umask = process_umask();
         let dir = tempfile::tempdir().unwrap();
         let file = temp_file_beside(&dir.path().join("out.gguf")).unwrap();
         let mode = file.as_file().metadata().unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o666 & !umask);
     }
+}
+
+/// This process's umask, for tests of new files' permissions.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn process_umask() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .map(|v| u32::from_str_radix(v.trim(), 8).unwrap())
+        .unwrap()
 }
 
 /// `len` deterministic bytes of a xorshift sequence continued from `state`, for tests.
@@ -495,12 +487,7 @@ mod placed_tests {
         assert_eq!(std::fs::read(&a).unwrap(), b"new");
         assert_eq!(std::fs::read(&b).unwrap(), b"bb");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let umask = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Umask:"))
-            .map(|v| u32::from_str_radix(v.trim(), 8).unwrap())
-            .unwrap();
+        let umask = process_umask();
         let mode = std::fs::metadata(&a).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o666 & !umask);
     }

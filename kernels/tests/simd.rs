@@ -205,6 +205,50 @@ simd_vs_scalar! {
     isas: [portable: Portable, avx2: Avx2, avx512: Avx512, neon: Neon],
 }
 
+/// Rows of small multiples of one power of two, with weights from a few small integers:
+/// the grid i-quants' scale searches then meet exact ties between neighbours and long runs
+/// of trials that round to the same lattice point, whose neighbours the SIMD searches
+/// settle from a run's ends or score with the trials in lanes. Every ISA gives the
+/// scalar bytes.
+#[test]
+fn grid_searches_on_coarse_values_match_scalar() {
+    const N: usize = 512;
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |k: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % k) as i32
+    };
+    for round in 0..24 {
+        let scale = 2f32.powi(round % 12 - 6);
+        let levels = [3, 5, 9, 17][round as usize % 4];
+        let x: Vec<f32> = (0..N)
+            .map(|_| (next(2 * levels + 1) - levels as i32) as f32 * scale)
+            .collect();
+        let w: Vec<f32> = (0..N).map(|_| next(4) as f32).collect();
+        for ty in [
+            GgmlType::IQ2_XXS,
+            GgmlType::IQ2_XS,
+            GgmlType::IQ2_S,
+            GgmlType::IQ3_XXS,
+            GgmlType::IQ3_S,
+        ] {
+            for &isa in TESTED_ISAS {
+                let Some(c) = codec_or_skip(ty, isa) else {
+                    continue;
+                };
+                for imatrix in [Some(&w[..]), None] {
+                    if imatrix.is_none() && quantforge_kernels::requires_imatrix(ty) {
+                        continue;
+                    }
+                    check_quantize(c, &x, N, imatrix, 0).unwrap();
+                }
+            }
+        }
+    }
+}
+
 /// Every ISA but scalar, as the tests above instantiate them.
 const TESTED_ISAS: &[Isa] = &[Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Neon];
 

@@ -235,7 +235,8 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
         debug_assert!(nt <= MAX_TRIALS && MAX_TRIALS.is_multiple_of(V::N));
         let top = q.len() as i32 - 1;
         let base = if D == 8 { 4.0f32 } else { 8.0 };
-        let mut idp = [ids[nt - 1]; MAX_TRIALS];
+        // Padded so that a vector of trials may start at any trial.
+        let mut idp = [ids[nt - 1]; MAX_TRIALS + MAX_LANES];
         idp[..nt].copy_from_slice(ids);
         // Taken out of the thread's slot rather than borrowed in a closure, so that the
         // work stays in this function and its instruction set.
@@ -258,38 +259,83 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
                 V::store_int(u.c_int(), &mut um[k][c..]);
             }
         }
+        // `um[k]` is read at several trials at once: by index.
+        #[allow(clippy::needless_range_loop)]
         for k in 0..G {
             let g = D * k..D * k + D;
             let (x, wa) = (&xval[g.clone()], &waux[g]);
-            // Lists of 4-coordinate points are short: scoring them directly is cheaper
-            // than preparing their sums (measured on iq3_xxs and iq3_s).
             let in_range = D == 8 && Candidates::group_in_range(x, wa);
-            let mut prepared = usize::MAX;
-            for t in 0..nt {
+            let mut t = 0;
+            while t < nt {
                 let u = um[k][t] as usize;
-                let j = match grid.lookup(u) {
+                let nb = match grid.lookup(u) {
                     Lookup::On(j) => {
                         (out.index[t][k], out.on_grid[t][k]) = (j as u16, true);
+                        t += 1;
                         continue;
                     }
-                    Lookup::Off(nb) => {
-                        let scale = 1.0 / ids[t];
-                        if in_range && (1.0 / SAFE..=SAFE).contains(&scale) {
-                            if prepared != u {
+                    Lookup::Off(nb) => nb,
+                };
+                // The trials that round to the same lattice point: a run, as each level
+                // only grows with the inverse scale.
+                let mut end = t + 1;
+                while end < nt && um[k][end] as usize == u {
+                    end += 1;
+                }
+                let (first, last) = (1.0 / ids[t], 1.0 / ids[end - 1]);
+                // The scales fall along a run: its ends bound them all.
+                let safe = in_range
+                    && (1.0 / SAFE..=SAFE).contains(&first)
+                    && (1.0 / SAFE..=SAFE).contains(&last);
+                // Lists of 4-coordinate points are short: scoring them directly, the run's
+                // trials in lanes, is cheaper than preparing their sums, and one trial is
+                // scored over its candidates in lanes (measured on iq3_xxs and iq3_s).
+                // Lists of 8-coordinate points are longer: prepared once for the run and
+                // ranked at its ends, which settle the trials between when they agree.
+                if D == 4 && end - t >= 2 {
+                    let mut found = [0u16; MAX_TRIALS + MAX_LANES];
+                    Self::run_exact::<D>(grid, nb, x, wa, q, &idp[t..end + V::N], &mut found);
+                    for (e, &j) in found[..end - t].iter().enumerate() {
+                        set_off_grid(out, qm, grid, t + e, k, j as usize);
+                    }
+                } else if safe && D == 8 {
+                    cands.prepare::<V, D>(nb, x, wa, q);
+                    let at_first = cands.certain::<V>(first);
+                    let at_last = if end - t > 1 {
+                        cands.certain::<V>(last)
+                    } else {
+                        at_first
+                    };
+                    match at_first {
+                        Some(j) if at_last == Some(j) => {
+                            for t in t..end {
+                                set_off_grid(out, qm, grid, t, k, nb.at(j));
+                            }
+                        }
+                        _ => {
+                            for (t, &id) in ids.iter().enumerate().take(end).skip(t) {
+                                let j = cands.best::<V, D>(grid, x, wa, 1.0 / id, q);
+                                set_off_grid(out, qm, grid, t, k, j);
+                            }
+                        }
+                    }
+                } else {
+                    let mut prepared = false;
+                    for (t, &id) in ids.iter().enumerate().take(end).skip(t) {
+                        let scale = 1.0 / id;
+                        let j = if D == 8 && in_range && (1.0 / SAFE..=SAFE).contains(&scale) {
+                            if !prepared {
                                 cands.prepare::<V, D>(nb, x, wa, q);
-                                prepared = u;
+                                prepared = true;
                             }
                             cands.best::<V, D>(grid, x, wa, scale, q)
                         } else {
                             Self::best(grid, nb, x, wa, scale, q).unwrap_or_else(|| nb.at(0))
-                        }
+                        };
+                        set_off_grid(out, qm, grid, t, k, j);
                     }
-                };
-                (out.index[t][k], out.on_grid[t][k]) = (j as u16, false);
-                let p = grid.point(j);
-                for i in 0..D {
-                    qm[D * k + i][t] = p[i] as f32;
                 }
+                t = end;
             }
         }
         let mut sx = [0.0f32; MAX_TRIALS];
@@ -364,6 +410,69 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
         let at_min = V::select(least.eq(V::splat(min)), pos, V::splat(f32::MAX));
         let first = -zero.sub(at_min).hmax() as usize;
         Some(nb.at(first))
+    }
+}
+
+impl<V: Lanes> LaneSearch<V> {
+    /// The neighbour each trial of a run picks (grid indices into `found`, one per trial),
+    /// the trials in lanes: the run's trials share the list `nb`, so a vector of trials
+    /// scores one candidate at a time, each lane at its own scale `1 / id` with the
+    /// scalar loop's operations and its strict `<` in list order, which is
+    /// [`IqSearch::best`] of each trial bit for bit (with `nb`'s first entry where no
+    /// error is below `f32::MAX`). No horizontal step: a trial costs a few operations per
+    /// candidate. `ids` holds the run's inverse scales padded to a whole vector.
+    #[inline(always)]
+    fn run_exact<const D: usize>(
+        grid: &IqGrid<D>,
+        nb: Neighbours,
+        x: &[f32],
+        w: &[f32],
+        q: &[f32],
+        ids: &[f32],
+        found: &mut [u16],
+    ) {
+        let n = ids.len() - V::N;
+        let mut pos = [0.0f32; MAX_LANES];
+        for c0 in (0..n).step_by(V::N) {
+            let scale = V::splat(1.0).div(V::load(&ids[c0..]));
+            let mut least = V::splat(f32::MAX);
+            let mut at = V::splat(0.0);
+            for c in 0..nb.len() {
+                let p = grid.point(nb.at(c));
+                let mut d2 = V::splat(0.0);
+                for i in 0..D {
+                    let diff = scale
+                        .mul(V::splat(q[((p[i] - 1) / 2) as usize]))
+                        .sub(V::splat(x[i]));
+                    d2 = d2.add(V::splat(w[i]).mul(diff).mul(diff));
+                }
+                let better = d2.lt(least);
+                least = V::select(better, d2, least);
+                at = V::select(better, V::splat(c as f32), at);
+            }
+            at.store(&mut pos);
+            for (f, &c) in found[c0..n.min(c0 + V::N)].iter_mut().zip(&pos) {
+                *f = nb.at(c as usize) as u16;
+            }
+        }
+    }
+}
+
+/// Trial `t` of group `k` put on grid point `j`, a neighbour of its off-grid lattice point:
+/// the point's coordinates replace the rounded ones in the fit's table.
+#[inline(always)]
+fn set_off_grid<const D: usize, const G: usize>(
+    out: &mut Trials<G>,
+    qm: &mut [[f32; MAX_TRIALS]; 32],
+    grid: &IqGrid<D>,
+    t: usize,
+    k: usize,
+    j: usize,
+) {
+    (out.index[t][k], out.on_grid[t][k]) = (j as u16, false);
+    let p = grid.point(j);
+    for i in 0..D {
+        qm[D * k + i][t] = p[i] as f32;
     }
 }
 
@@ -506,6 +615,52 @@ impl Candidates {
         self.list = Some(nb);
     }
 
+    /// The candidates not ruled out at `scale` (within the safe range): the bound a
+    /// candidate's ranking minus its margin must not exceed, the first one kept (its
+    /// vector and position in the list) and how many are kept. The candidate with the
+    /// least upper bound is always kept (in the range these sums are used for, nothing
+    /// is NaN), so `None` only for an empty list.
+    #[inline(always)]
+    fn survivors<V: Lanes>(&self, scale: f32) -> (Ranking<'_, V>, V, Option<(usize, usize)>, u32) {
+        let r = Ranking::<V>::new(self, scale);
+        let vectors = self.len.div_ceil(V::N);
+        let mut least_hi = V::splat(f32::MAX);
+        for v in 0..vectors {
+            let (rank, e, valid) = r.at(v);
+            least_hi = least_hi.min(V::select(valid, rank.add(e), V::splat(f32::MAX)));
+        }
+        let zero = V::splat(0.0);
+        let bound = V::splat(-zero.sub(least_hi).hmax());
+        // The kept ones are found by ranking the list again rather than stored: storing
+        // them (even without zeroing) measured no faster.
+        let mut first = None;
+        let mut count = 0;
+        for v in 0..vectors {
+            let bits = r.kept(v, bound);
+            if bits != 0 {
+                first.get_or_insert((v, v * V::N + bits.trailing_zeros() as usize));
+                count += bits.count_ones();
+            }
+        }
+        (r, bound, first, count)
+    }
+
+    /// The position in the prepared list of the one candidate left at `scale` (within the
+    /// safe range), when only one is: then it has the least float error of all, by the
+    /// margin. If the same candidate is the only one left at two scales, it is at every
+    /// scale between them as well, so a run of trials needs a ranking only at its ends:
+    /// with `d` the exact error of any other candidate less this one's, and `n` the sum of
+    /// the two's error bounds (`u (25 s^2 a + 24 c)` each), `d / s` is linear in `s` and
+    /// `n / s` convex, so `d > n` at both ends (which the margin, less the rankings' own
+    /// error, gives) holds everywhere between.
+    #[inline(always)]
+    fn certain<V: Lanes>(&self, scale: f32) -> Option<usize> {
+        match self.survivors::<V>(scale) {
+            (_, _, Some((_, first)), 1) => Some(first),
+            _ => None,
+        }
+    }
+
     /// The grid index [`IqSearch::best`] finds at `scale` (within the safe range) for the
     /// prepared list.
     #[inline(always)]
@@ -518,38 +673,17 @@ impl Candidates {
         q: &[f32],
     ) -> usize {
         let nb = self.list.expect("prepared");
-        let r = Ranking::<V>::new(self, scale);
-        let vectors = self.len.div_ceil(V::N);
-        let mut least_hi = V::splat(f32::MAX);
-        for v in 0..vectors {
-            let (rank, e, valid) = r.at(v);
-            least_hi = least_hi.min(V::select(valid, rank.add(e), V::splat(f32::MAX)));
-        }
-        let zero = V::splat(0.0);
-        let bound = V::splat(-zero.sub(least_hi).hmax());
-        // Usually one candidate is left: it is the winner, without scoring it. The kept
-        // ones are found by ranking the list again rather than stored: storing them
-        // (even without zeroing) measured no faster.
-        let mut first = None;
-        let mut count = 0;
-        for v in 0..vectors {
-            let bits = r.kept(v, bound);
-            if bits != 0 {
-                first.get_or_insert((v, v * V::N + bits.trailing_zeros() as usize));
-                count += bits.count_ones();
-            }
-        }
-        // The candidate with the least upper bound is always kept (in the range these
-        // sums are used for, nothing is NaN).
+        let (r, bound, first, count) = self.survivors::<V>(scale);
         let Some((start, first)) = first else {
             return nb.at(0);
         };
+        // Usually one candidate is left: it is the winner, without scoring it.
         if count == 1 {
             return nb.at(first);
         }
         let mut best_d2 = f32::MAX;
         let mut best = nb.at(first);
-        for v in start..vectors {
+        for v in start..self.len.div_ceil(V::N) {
             let mut bits = r.kept(v, bound);
             while bits != 0 {
                 let j = nb.at(v * V::N + bits.trailing_zeros() as usize);

@@ -215,9 +215,9 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
 
     /// Trials in lanes: each group's rounding and lattice index for `V::N` trials at once
     /// (the same IEEE operations per lane as the scalar loop), the neighbour searches of
-    /// the off-grid ones through [`Candidates`] (prepared once per run of trials that meet
-    /// the same list), and the fits of `V::N` trials at once, each lane summing its
-    /// trial's terms in element order.
+    /// the off-grid ones once per run of trials that meet the same list (through
+    /// [`Candidates`] for 8 coordinates, [`LaneSearch::run_exact`] for 4), and the fits of
+    /// `V::N` trials at once, each lane summing its trial's terms in element order.
     #[inline(always)]
     fn trials<const D: usize, const G: usize>(
         grid: &IqGrid<D>,

@@ -313,8 +313,15 @@ impl<V: Lanes> IqSearch for LaneSearch<V> {
                             }
                         }
                         _ => {
+                            // The ends' single survivors are what ranking them again
+                            // would pick.
+                            let ends = (t, end - 1);
                             for (t, &id) in ids.iter().enumerate().take(end).skip(t) {
-                                let j = cands.best::<V, D>(grid, x, wa, 1.0 / id, q);
+                                let j = match (at_first, at_last) {
+                                    (Some(j), _) if t == ends.0 => nb.at(j),
+                                    (_, Some(j)) if t == ends.1 => nb.at(j),
+                                    _ => cands.best::<V, D>(grid, x, wa, 1.0 / id, q),
+                                };
                                 set_off_grid(out, qm, grid, t, k, j);
                             }
                         }

@@ -11,11 +11,11 @@
 //! A row whose values are all finite is measured in f32, as fast as the values can be
 //! read: the difference `a - b` rounded to f32 (exact whenever the two are within a
 //! factor of two of each other, as a value and its quantized copy mostly are), its
-//! largest magnitude (the first element with it), and the sums of squared differences,
-//! of products and of each side's squares, each added in f32 over runs of sixteen
-//! elements and the runs' sums added in f64: a sum of squares is within about one part
-//! in a million of the exact one (a sum of products, of the sum of their magnitudes),
-//! and every CPU gets the same bits (see `Blocks`).
+//! largest magnitude (the first element with it), and the sums of squared differences
+//! and of each side's squares, each added in f32 over runs of sixteen elements and the
+//! runs' sums added in f64: a sum of squares is within about one part in a million of
+//! the exact one. The sum of products is `(aa + bb - sq) / 2` of those, as close to the
+//! exact one relative to the squares. Every CPU gets the same bits (see `Blocks`).
 //! A row with a NaN or an infinity, or values whose squares overflow f32 (or a row of
 //! 2^32 values or more), is measured in f64 (`|f64(a) - f64(b)|`, exact products), the
 //! elements where either side is NaN or infinite counted apart and left out of the error
@@ -26,6 +26,7 @@
 use crate::error::Result;
 use crate::model::{Encoding, Model, Tensor};
 use crate::slab::{for_each_slab, tasks};
+use quantforge_kernels::GgmlType;
 use rayon::prelude::*;
 use std::collections::HashMap;
 
@@ -89,6 +90,71 @@ impl ErrorStats {
             .collect()
     }
 
+    /// The figures of each row of `row_len` values of `x` against the same rows quantized
+    /// to `ty` (`y`, whole rows), rows numbered from `first_row`, appended to `out`: what
+    /// dequantizing `y` and [`ErrorStats::of_rows`] give, a few rows at a time in the
+    /// first-level cache. An error from the dequantizer (bytes that are not whole rows of
+    /// `ty`, a type it cannot read) leaves `out` as it was.
+    pub fn of_quantized_rows(
+        x: &[f32],
+        ty: GgmlType,
+        y: &[u8],
+        row_len: usize,
+        first_row: u64,
+        out: &mut Vec<ErrorStats>,
+    ) -> std::result::Result<(), quantforge_kernels::Error> {
+        let row_len = row_len.max(1);
+        let rows = x.len() / row_len;
+        let row_bytes = ty.row_size(row_len)?;
+        if y.len() != rows * row_bytes {
+            return Err(quantforge_kernels::Error::LengthMismatch {
+                what: "quantized bytes (the rows measured)",
+                expected: rows * row_bytes,
+                actual: y.len(),
+            });
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(path) = x86::Path::detect() {
+            let bytes = &y[..rows * row_bytes];
+            let x = &x[..rows * row_len];
+            match ty {
+                GgmlType::Q8_0 => {
+                    let side = x86::Q8_0Rows { bytes, row_bytes };
+                    // SAFETY: `detect` found the path's features.
+                    let side = (&side, bytes, row_bytes);
+                    return unsafe { quantized_rows(path, x, ty, side, row_len, first_row, out) };
+                }
+                GgmlType::Q5_0 => {
+                    let side = x86::Q5_0Rows { bytes, row_bytes };
+                    let side = (&side, bytes, row_bytes);
+                    // SAFETY: as above.
+                    return unsafe { quantized_rows(path, x, ty, side, row_len, first_row, out) };
+                }
+                _ => {}
+            }
+        }
+        let chunk_rows = (MEASURED_CHUNK / row_len).max(1);
+        let start = out.len();
+        let mut buf = DEQUANTIZED.take();
+        let mut done = Ok(());
+        for (c, (xs, ys)) in x[..rows * row_len]
+            .chunks(chunk_rows * row_len)
+            .zip(y.chunks(chunk_rows * row_bytes))
+            .enumerate()
+        {
+            buf.resize(xs.len(), 0.0);
+            done = quantforge_kernels::dequantize(ty, ys, &mut buf);
+            if done.is_err() {
+                out.truncate(start);
+                break;
+            }
+            let first = first_row + (c * chunk_rows) as u64;
+            out.extend(ErrorStats::of_rows(xs, &buf, row_len, first));
+        }
+        DEQUANTIZED.set(buf);
+        done
+    }
+
     /// Adds the figures of elements that come after these (ties keep the earlier index).
     pub fn merge(&mut self, later: &ErrorStats) {
         if later.max_index.is_some() && (self.max_index.is_none() || later.max_abs > self.max_abs) {
@@ -118,6 +184,57 @@ impl ErrorStats {
     }
 }
 
+/// [`ErrorStats::of_quantized_rows`] with the quantized rows read by the vector code
+/// itself; a row whose sums are not finite (a scale that overflowed, say) is dequantized
+/// and measured as [`ErrorStats::of`] would.
+///
+/// # Safety
+/// The CPU has the path's features.
+#[cfg(target_arch = "x86_64")]
+unsafe fn quantized_rows<S: x86::Side>(
+    path: x86::Path,
+    x: &[f32],
+    ty: GgmlType,
+    (side, bytes, row_bytes): (&S, &[u8], usize),
+    row_len: usize,
+    first_row: u64,
+    out: &mut Vec<ErrorStats>,
+) -> std::result::Result<(), quantforge_kernels::Error> {
+    let start = out.len();
+    for (r, xs) in x.chunks_exact(row_len).enumerate() {
+        let first = (first_row + r as u64) * row_len as u64;
+        // SAFETY: the caller checked the features.
+        let stats = if row_len <= u32::MAX as usize {
+            unsafe { path.blocks(xs, side, r) }.stats(row_len, first)
+        } else {
+            None
+        };
+        match stats {
+            Some(s) => out.push(s),
+            None => {
+                let mut ys = vec![0.0; row_len];
+                let row = &bytes[r * row_bytes..][..row_bytes];
+                if let Err(e) = quantforge_kernels::dequantize(ty, row, &mut ys) {
+                    out.truncate(start);
+                    return Err(e);
+                }
+                out.push(ErrorStats::of(xs, &ys, first));
+            }
+        }
+    }
+    Ok(())
+}
+
+thread_local! {
+    /// Each thread's dequantized rows for [`ErrorStats::of_quantized_rows`], kept between
+    /// calls (a fresh buffer per call would be mapped and faulted in every time).
+    static DEQUANTIZED: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Values dequantized at a time by [`ErrorStats::of_quantized_rows`]: a chunk of rows
+/// stays in the first-level cache between its dequantization and its measurement.
+const MEASURED_CHUNK: usize = 4096;
+
 /// Lanes of the f32 sums: element `i` of a row goes to lane `i % 16`.
 const LANES: usize = 16;
 
@@ -128,25 +245,31 @@ const BLOCK_TERMS: usize = 16;
 const BLOCK: usize = LANES * BLOCK_TERMS;
 
 /// The f32 sums of the rows whose values are all finite. Within a block of 256 elements,
-/// each lane's four sums (the squared difference, the product, the two squares) are made
-/// by fused multiply-adds in f32 in element order from 0, and its largest difference is
-/// kept with the position where the lane first met it; at the block's end each sum's
-/// sixteen lanes go into four f64 lanes (lane `j` taking `(p[j] + p[j+4]) + (p[j+8] +
-/// p[j+12])`), added pairwise at the row's end. The vector code does the same operations
-/// on the same lanes, so every CPU gets the same figures.
+/// each lane's three sums (the squared difference and the two squares) are made by fused
+/// multiply-adds in f32 in element order from 0, and its largest difference is kept with
+/// the position where the lane first met it; at the block's end each sum's sixteen lanes
+/// go into four f64 lanes (lane `j` taking `(p[j] + p[j+4]) + (p[j+8] + p[j+12])`), added
+/// pairwise at the row's end. The sum of products is then `(aa + bb - sq) / 2` in f64
+/// (the identity `2ab = a^2 + b^2 - (a - b)^2`): as close to the exact one, relative to
+/// the squares, as a sum of its own would be, for a quarter less work per element. The
+/// vector code does the same operations on the same lanes, so every CPU gets the same
+/// figures.
 struct Blocks {
-    /// `[sum][lane]` in f64: squared differences, products, squares of a, of b.
-    acc: [[f64; 4]; 4],
+    /// `[sum][lane]` in f64: squared differences, squares of a, of b.
+    acc: [[f64; 4]; SUMS],
     /// Each lane's largest difference so far (-1 before any), and the run of sixteen
     /// elements (from the row's start) where the lane first met it.
     max: [f32; LANES],
     run: [u32; LANES],
 }
 
+/// The sums a lane keeps: squared differences, squares of a, squares of b.
+const SUMS: usize = 3;
+
 impl Blocks {
     fn new() -> Blocks {
         Blocks {
-            acc: [[0.0; 4]; 4],
+            acc: [[0.0; 4]; SUMS],
             max: [-1.0; LANES],
             run: [0; LANES],
         }
@@ -161,19 +284,11 @@ impl Blocks {
             // Positions are kept in 32 bits; a run this long is summed in f64 instead.
             return None;
         }
+        let (a, b) = (&a[..n], &b[..n]);
         #[cfg(target_arch = "x86_64")]
-        {
-            use quantforge_kernels::Isa;
-            // The kernels' choice, so `QUANTFORGE_ISA` caps this too.
-            match Isa::detect() {
-                // SAFETY: the CPU has AVX-512 F (whose fused multiply-adds these are).
-                Isa::Avx512 => return unsafe { x86::blocks512(a, b) }.stats(n, first),
-                Isa::Avx2 if std::arch::is_x86_feature_detected!("fma") => {
-                    // SAFETY: the CPU has AVX2 and FMA.
-                    return unsafe { x86::blocks(a, b) }.stats(n, first);
-                }
-                _ => {}
-            }
+        if let Some(path) = x86::Path::detect() {
+            // SAFETY: `detect` found the CPU features of the path.
+            return unsafe { path.blocks(a, &x86::F32Row(b), 0) }.stats(n, first);
         }
         Blocks::run(a, b).stats(n, first)
     }
@@ -182,12 +297,19 @@ impl Blocks {
     fn run(a: &[f32], b: &[f32]) -> Blocks {
         let mut s = Blocks::new();
         for (k, (xs, ys)) in a.chunks(BLOCK).zip(b.chunks(BLOCK)).enumerate() {
-            let mut p = [[0.0f32; LANES]; 4];
+            let mut p = [[0.0f32; LANES]; SUMS];
             let mut bm = [-1.0f32; LANES];
             let mut bj = [0u32; LANES];
             for (i, (&x, &y)) in xs.iter().zip(ys).enumerate() {
                 let (l, j) = (i % LANES, (i / LANES) as u32);
-                Blocks::term(&mut p, &mut bm, &mut bj, l, j, x, y);
+                let d = x - y;
+                p[0][l] = d.mul_add(d, p[0][l]);
+                p[1][l] = x.mul_add(x, p[1][l]);
+                p[2][l] = y.mul_add(y, p[2][l]);
+                let d = d.abs();
+                if d > bm[l] {
+                    (bm[l], bj[l]) = (d, j);
+                }
             }
             s.end_block(k, &p, &bm, &bj);
         }
@@ -197,7 +319,13 @@ impl Blocks {
     /// Block `k`'s lane sums `p` and largest differences `bm` (met first in the block's
     /// runs `bj`) taken in.
     #[inline(always)]
-    fn end_block(&mut self, k: usize, p: &[[f32; LANES]; 4], bm: &[f32; LANES], bj: &[u32; LANES]) {
+    fn end_block(
+        &mut self,
+        k: usize,
+        p: &[[f32; LANES]; SUMS],
+        bm: &[f32; LANES],
+        bj: &[u32; LANES],
+    ) {
         for (acc, p) in self.acc.iter_mut().zip(p) {
             fold(acc, p);
         }
@@ -209,47 +337,12 @@ impl Blocks {
         }
     }
 
-    /// One element, in lane `l` and run `j` of a block.
-    #[inline(always)]
-    fn term(
-        p: &mut [[f32; LANES]; 4],
-        bm: &mut [f32; LANES],
-        bj: &mut [u32; LANES],
-        l: usize,
-        j: u32,
-        x: f32,
-        y: f32,
-    ) {
-        let d = x - y;
-        p[0][l] = d.mul_add(d, p[0][l]);
-        p[1][l] = x.mul_add(y, p[1][l]);
-        p[2][l] = x.mul_add(x, p[2][l]);
-        p[3][l] = y.mul_add(y, p[3][l]);
-        let d = d.abs();
-        if d > bm[l] {
-            (bm[l], bj[l]) = (d, j);
-        }
-    }
-
-    /// The figures of the sums of `n` elements numbered from `first`, or `None` when a
-    /// sum is not finite.
-    fn stats(&self, n: usize, first: u64) -> Option<ErrorStats> {
+    /// The row's sums and first largest difference: the sums' four f64 lanes added
+    /// pairwise; the largest of the lanes' largest differences, and the earliest of the
+    /// lanes' first positions of it. Halving trees over the lanes, which compile to a
+    /// few vector operations (which lanes have it is random: no branches).
+    fn figures(&self) -> Figures {
         let add = |v: [f64; 4]| (v[0] + v[1]) + (v[2] + v[3]);
-        let [sq, ab, aa, bb] = self.acc.map(add);
-        if !(sq.is_finite() && ab.is_finite() && aa.is_finite() && bb.is_finite()) {
-            return None;
-        }
-        let mut stats = ErrorStats {
-            compared: n as u64,
-            sum_squares: sq,
-            sum_products: ab,
-            sum_squares_a: aa,
-            sum_squares_b: bb,
-            ..ErrorStats::default()
-        };
-        // The largest difference, and the first element with it: the earliest of the
-        // lanes' first positions of it. Halving trees over the lanes, which compile to
-        // a few vector operations (which lanes have it is random: no branches).
         let mut m = self.max;
         for w in [8, 4, 2, 1] {
             for l in 0..w {
@@ -257,295 +350,778 @@ impl Blocks {
             }
         }
         let top = m[0];
-        if top >= 0.0 {
-            let mut at: [u32; LANES] = std::array::from_fn(|l| {
-                let i = self.run[l] * LANES as u32 + l as u32;
-                if self.max[l] == top { i } else { u32::MAX }
-            });
-            for w in [8, 4, 2, 1] {
-                for l in 0..w {
-                    at[l] = at[l].min(at[l + w]);
-                }
+        let mut at: [u32; LANES] = std::array::from_fn(|l| {
+            let i = self.run[l] * LANES as u32 + l as u32;
+            if self.max[l] == top { i } else { u32::MAX }
+        });
+        for w in [8, 4, 2, 1] {
+            for l in 0..w {
+                at[l] = at[l].min(at[l + w]);
             }
-            stats.max_index = Some(first + u64::from(at[0]));
-            stats.max_abs = f64::from(top);
         }
-        Some(stats)
+        Figures {
+            sums: self.acc.map(add),
+            top,
+            first: at[0],
+        }
+    }
+
+    /// The figures of the sums of `n` elements numbered from `first`, or `None` when a
+    /// sum is not finite.
+    fn stats(&self, n: usize, first: u64) -> Option<ErrorStats> {
+        self.figures().stats(n, first)
     }
 }
 
-/// [`Blocks::run`] in vectors: the same operations on the same lanes.
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::{BLOCK, BLOCK_TERMS, Blocks, LANES};
-    use std::arch::x86_64::*;
+/// A row's figures in [`Blocks`]'s terms: the sums of squared differences and of each
+/// side's squares, the largest difference (-1 for no elements) and the first element
+/// (from the row's start) with it.
+struct Figures {
+    sums: [f64; SUMS],
+    top: f32,
+    first: u32,
+}
 
-    /// Sixteen lanes in two registers of eight f32; the blocks' sums in one register of
-    /// four f64 per sum.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn blocks(a: &[f32], b: &[f32]) -> Blocks {
-        let n = a.len().min(b.len());
-        let sign = _mm256_set1_ps(-0.0);
-        let none = _mm256_set1_ps(-1.0);
-        let mut acc = [_mm256_setzero_pd(); 4];
-        let mut max = [none; 2];
-        let mut at = [_mm256_setzero_si256(); 2];
-        for (k, (xs, ys)) in a[..n].chunks(BLOCK).zip(b[..n].chunks(BLOCK)).enumerate() {
-            let mut p = [[_mm256_setzero_ps(); 2]; 4];
-            let mut bm = [none; 2];
-            let mut bj = [_mm256_setzero_si256(); 2];
-            let mut xc = xs.chunks_exact(LANES);
-            let mut yc = ys.chunks_exact(LANES);
-            let mut j = _mm256_setzero_si256();
-            for (x, y) in (&mut xc).zip(&mut yc) {
-                for h in 0..2 {
-                    // SAFETY: each chunk holds sixteen f32, two halves of eight.
-                    let (x, y) = unsafe {
-                        (
-                            _mm256_loadu_ps(x.as_ptr().add(8 * h)),
-                            _mm256_loadu_ps(y.as_ptr().add(8 * h)),
-                        )
-                    };
-                    let d = _mm256_sub_ps(x, y);
-                    p[0][h] = _mm256_fmadd_ps(d, d, p[0][h]);
-                    p[1][h] = _mm256_fmadd_ps(x, y, p[1][h]);
-                    p[2][h] = _mm256_fmadd_ps(x, x, p[2][h]);
-                    p[3][h] = _mm256_fmadd_ps(y, y, p[3][h]);
-                    let d = _mm256_andnot_ps(sign, d);
-                    let more = _mm256_cmp_ps::<_CMP_GT_OQ>(d, bm[h]);
-                    bm[h] = _mm256_blendv_ps(bm[h], d, more);
-                    bj[h] = blend_int(bj[h], j, more);
-                }
-                j = _mm256_add_epi32(j, _mm256_set1_epi32(1));
-            }
-            if !xc.remainder().is_empty() {
-                // The row's last few elements, one at a time in their lanes.
-                let mut ps = [[0.0f32; LANES]; 4];
-                let mut bms = [0.0f32; LANES];
-                let mut bjs = [0u32; LANES];
-                for (s, ps) in p.iter().zip(&mut ps) {
-                    store(ps, s);
-                }
-                store(&mut bms, &bm);
-                store_int(&mut bjs, &bj);
-                let last = (xs.len() / LANES) as u32;
-                for (l, (&x, &y)) in xc.remainder().iter().zip(yc.remainder()).enumerate() {
-                    Blocks::term(&mut ps, &mut bms, &mut bjs, l, last, x, y);
-                }
-                for (s, ps) in p.iter_mut().zip(&ps) {
-                    *s = load(ps);
-                }
-                bm = load(&bms);
-                bj = load_int(&bjs);
-            }
-            for (acc, p) in acc.iter_mut().zip(&p) {
-                let low = _mm256_add_pd(widen(p[0], false), widen(p[0], true));
-                let high = _mm256_add_pd(widen(p[1], false), widen(p[1], true));
-                *acc = _mm256_add_pd(*acc, _mm256_add_pd(low, high));
-            }
-            let base = _mm256_set1_epi32((k * BLOCK_TERMS) as i32);
-            for h in 0..2 {
-                let more = _mm256_cmp_ps::<_CMP_GT_OQ>(bm[h], max[h]);
-                max[h] = _mm256_blendv_ps(max[h], bm[h], more);
-                at[h] = blend_int(at[h], _mm256_add_epi32(base, bj[h]), more);
-            }
-        }
-        let mut s = Blocks::new();
-        for (out, acc) in s.acc.iter_mut().zip(&acc) {
-            // SAFETY: each array holds four f64.
-            unsafe { _mm256_storeu_pd(out.as_mut_ptr(), *acc) };
-        }
-        store(&mut s.max, &max);
-        store_int(&mut s.run, &at);
-        s
-    }
-
-    /// Four f64 of the low or high half of `v`.
+impl Figures {
+    /// The figures of the row of `n` elements numbered from `first`, or `None` when a
+    /// sum is not finite.
     #[inline]
-    #[target_feature(enable = "avx2")]
-    fn widen(v: __m256, high: bool) -> __m256d {
-        _mm256_cvtps_pd(if high {
-            _mm256_extractf128_ps::<1>(v)
-        } else {
-            _mm256_castps256_ps128(v)
+    fn stats(&self, n: usize, first: u64) -> Option<ErrorStats> {
+        let [sq, aa, bb] = self.sums;
+        let ab = ((aa + bb) - sq) * 0.5;
+        if !(sq.is_finite() && ab.is_finite()) {
+            return None;
+        }
+        let found = self.top >= 0.0;
+        Some(ErrorStats {
+            compared: n as u64,
+            sum_squares: sq,
+            sum_products: ab,
+            sum_squares_a: aa,
+            sum_squares_b: bb,
+            max_abs: if found { f64::from(self.top) } else { 0.0 },
+            max_index: found.then(|| first + u64::from(self.first)),
+            ..ErrorStats::default()
         })
     }
-
-    /// `b`'s lanes where `mask` is set, `a`'s elsewhere.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn blend_int(a: __m256i, b: __m256i, mask: __m256) -> __m256i {
-        _mm256_castps_si256(_mm256_blendv_ps(
-            _mm256_castsi256_ps(a),
-            _mm256_castsi256_ps(b),
-            mask,
-        ))
-    }
-
-    /// [`blocks`] with the sixteen lanes in one register, two blocks at a time: a lane's
-    /// sums are chains of sixteen dependent additions per block, so the two blocks'
-    /// chains run side by side.
-    #[target_feature(enable = "avx512f")]
-    pub(super) fn blocks512(a: &[f32], b: &[f32]) -> Blocks {
-        let n = a.len().min(b.len());
-        let (a, b) = (&a[..n], &b[..n]);
-        let mut acc = [_mm256_setzero_pd(); 4];
-        let mut max = _mm512_set1_ps(-1.0);
-        let mut at = _mm512_setzero_si512();
-        let full = n / BLOCK;
-        let mut k = 0;
-        while k + 2 <= full {
-            let (x0, y0) = (&a[k * BLOCK..][..BLOCK], &b[k * BLOCK..][..BLOCK]);
-            let (x1, y1) = (
-                &a[(k + 1) * BLOCK..][..BLOCK],
-                &b[(k + 1) * BLOCK..][..BLOCK],
-            );
-            let mut s0 = Sums512::new();
-            let mut s1 = Sums512::new();
-            for j in 0..BLOCK_TERMS {
-                s0.add(x0, y0, j, 0xffff);
-                s1.add(x1, y1, j, 0xffff);
-            }
-            s0.end(k, &mut acc, &mut max, &mut at);
-            s1.end(k + 1, &mut acc, &mut max, &mut at);
-            k += 2;
-        }
-        while k * BLOCK < n {
-            // A block left over, whole or not; a vector of its last few elements masked.
-            let end = n.min((k + 1) * BLOCK);
-            let (x, y) = (&a[k * BLOCK..end], &b[k * BLOCK..end]);
-            let mut s = Sums512::new();
-            for j in 0..x.len().div_ceil(LANES) {
-                let left = x.len() - j * LANES;
-                let mask = if left >= LANES {
-                    0xffff
-                } else {
-                    (1u16 << left) - 1
-                };
-                s.add(x, y, j, mask);
-            }
-            s.end(k, &mut acc, &mut max, &mut at);
-            k += 1;
-        }
-        let mut s = Blocks::new();
-        for (out, acc) in s.acc.iter_mut().zip(&acc) {
-            // SAFETY: each array holds four f64.
-            unsafe { _mm256_storeu_pd(out.as_mut_ptr(), *acc) };
-        }
-        // SAFETY: each array holds sixteen f32 or u32.
-        unsafe {
-            _mm512_storeu_ps(s.max.as_mut_ptr(), max);
-            _mm512_storeu_si512(s.run.as_mut_ptr().cast(), at);
-        }
-        s
-    }
-
-    /// One block's sixteen lanes of the four sums and of the largest difference, with
-    /// the run where each lane first met it.
-    struct Sums512 {
-        p: [__m512; 4],
-        max: __m512,
-        run: __m512i,
-    }
-
-    impl Sums512 {
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        fn new() -> Sums512 {
-            Sums512 {
-                p: [_mm512_setzero_ps(); 4],
-                max: _mm512_set1_ps(-1.0),
-                run: _mm512_setzero_si512(),
-            }
-        }
-
-        /// Run `j` (elements `16j..16j + 16`) of `x` against `y`, the lanes in `mask`
-        /// (which are in the slices).
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        fn add(&mut self, x: &[f32], y: &[f32], j: usize, mask: u16) {
-            let at = j * LANES;
-            let end = at + (16 - mask.leading_zeros() as usize);
-            assert!(end <= x.len() && end <= y.len());
-            // SAFETY: the lanes in `mask` are in both slices (checked above); masked-off
-            // lanes are not read.
-            let (x, y) = unsafe {
-                (
-                    _mm512_maskz_loadu_ps(mask, x.as_ptr().add(at)),
-                    _mm512_maskz_loadu_ps(mask, y.as_ptr().add(at)),
-                )
-            };
-            let d = _mm512_sub_ps(x, y);
-            let [sq, xy, xx, yy] = &mut self.p;
-            *sq = _mm512_mask3_fmadd_ps(d, d, *sq, mask);
-            *xy = _mm512_mask3_fmadd_ps(x, y, *xy, mask);
-            *xx = _mm512_mask3_fmadd_ps(x, x, *xx, mask);
-            *yy = _mm512_mask3_fmadd_ps(y, y, *yy, mask);
-            let d = _mm512_abs_ps(d);
-            let more = _mm512_mask_cmp_ps_mask::<_CMP_GT_OQ>(mask, d, self.max);
-            self.max = _mm512_mask_mov_ps(self.max, more, d);
-            self.run = _mm512_mask_mov_epi32(self.run, more, _mm512_set1_epi32(j as i32));
-        }
-
-        /// Block `k`'s sums added into the f64 lanes `acc` as [`super::fold`] does, and
-        /// its largest differences into `max` (with their runs in `at`).
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        fn end(&self, k: usize, acc: &mut [__m256d; 4], max: &mut __m512, at: &mut __m512i) {
-            for (acc, &p) in acc.iter_mut().zip(&self.p) {
-                let low = _mm512_cvtps_pd(_mm512_castps512_ps256(p));
-                let high = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64::<1>(
-                    _mm512_castps_si512(p),
-                )));
-                *acc = _mm256_add_pd(*acc, _mm256_add_pd(pairs(low), pairs(high)));
-            }
-            let more = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(self.max, *max);
-            *max = _mm512_mask_mov_ps(*max, more, self.max);
-            let run = _mm512_add_epi32(self.run, _mm512_set1_epi32((k * BLOCK_TERMS) as i32));
-            *at = _mm512_mask_mov_epi32(*at, more, run);
-        }
-    }
-
-    /// Each of the four f64 lanes added to the one four lanes up.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn pairs(v: __m512d) -> __m256d {
-        _mm256_add_pd(_mm512_castpd512_pd256(v), _mm512_extractf64x4_pd::<1>(v))
-    }
-
-    /// Sixteen lanes from two registers.
-    #[inline(always)]
-    fn store(out: &mut [f32; LANES], v: &[__m256; 2]) {
-        for h in 0..2 {
-            // SAFETY: each half holds eight f32.
-            unsafe { _mm256_storeu_ps(out[8 * h..].as_mut_ptr(), v[h]) };
-        }
-    }
-
-    /// Sixteen integer lanes from two registers.
-    #[inline(always)]
-    fn store_int(out: &mut [u32; LANES], v: &[__m256i; 2]) {
-        for h in 0..2 {
-            // SAFETY: each half holds eight u32.
-            unsafe { _mm256_storeu_si256(out[8 * h..].as_mut_ptr().cast(), v[h]) };
-        }
-    }
-
-    /// Two registers from sixteen lanes.
-    #[inline(always)]
-    fn load(v: &[f32; LANES]) -> [__m256; 2] {
-        // SAFETY: each half holds eight f32.
-        std::array::from_fn(|h| unsafe { _mm256_loadu_ps(v[8 * h..].as_ptr()) })
-    }
-
-    /// Two integer registers from sixteen lanes.
-    #[inline(always)]
-    fn load_int(v: &[u32; LANES]) -> [__m256i; 2] {
-        // SAFETY: each half holds eight u32.
-        std::array::from_fn(|h| unsafe { _mm256_loadu_si256(v[8 * h..].as_ptr().cast()) })
-    }
 }
 
+/// [`Blocks::run`] in vectors: the same operations on the same lanes, sixteen lanes in one
+/// AVX-512 register or two AVX2 ones, and the second side read as f32 rows or straight
+/// from quantized blocks (whose values are dequantized in the registers, the codec's own
+/// operations, instead of being written out and read back).
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{BLOCK, BLOCK_TERMS, Figures, LANES, SUMS};
+    use std::arch::x86_64::*;
+
+    /// The vector code this CPU runs.
+    #[derive(Clone, Copy)]
+    pub(super) enum Path {
+        Avx512,
+        Avx2,
+    }
+
+    impl Path {
+        /// The widest path the CPU has (the kernels' choice, so `QUANTFORGE_ISA` caps
+        /// this too), if any.
+        pub(super) fn detect() -> Option<Path> {
+            use quantforge_kernels::Isa;
+            match Isa::detect() {
+                // The kernels' AVX-512 needs F, BW, VL, AVX2 and F16C; FMA comes with F.
+                Isa::Avx512 => Some(Path::Avx512),
+                // The kernels' AVX2 needs F16C; FMA is checked here.
+                Isa::Avx2 if std::arch::is_x86_feature_detected!("fma") => Some(Path::Avx2),
+                _ => None,
+            }
+        }
+
+        /// [`Figures`] of the row `x` against row `r` of `side`.
+        ///
+        /// # Safety
+        /// The CPU has the path's features ([`Path::detect`] returned it).
+        pub(super) unsafe fn blocks<S: Side>(self, x: &[f32], side: &S, r: usize) -> Figures {
+            side.check(r, x.len());
+            // SAFETY: the caller checked the features; `check` the side's bounds.
+            unsafe {
+                match self {
+                    Path::Avx512 => blocks512(x, side, r),
+                    Path::Avx2 => blocks256(x, side, r),
+                }
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    unsafe fn blocks512<S: Side>(x: &[f32], side: &S, r: usize) -> Figures {
+        // SAFETY: the features are enabled here; the caller checked the bounds.
+        unsafe { blocks::<Zmm, S>(x, side, r) }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn blocks256<S: Side>(x: &[f32], side: &S, r: usize) -> Figures {
+        // SAFETY: the features are enabled here; the caller checked the bounds.
+        unsafe { blocks::<Ymm2, S>(x, side, r) }
+    }
+
+    /// Where the second side's rows come from, a vector of sixteen values at a time.
+    pub(super) trait Side {
+        /// Panics unless row `r` of `n` values is there (and `n` suits the side).
+        fn check(&self, r: usize, n: usize);
+        /// Values `16v..16v + 16` of row `r`.
+        ///
+        /// # Safety
+        /// The CPU has `V`'s features; the values are in the row.
+        unsafe fn load<V: V16>(&self, r: usize, v: usize) -> V;
+        /// Values `16v..` of row `r` in the lanes of `live`, zero in the others (past the
+        /// row's end).
+        ///
+        /// # Safety
+        /// The CPU has `V`'s features; the lanes of `live` are in the row.
+        unsafe fn load_tail<V: V16>(&self, r: usize, v: usize, live: V::Mask) -> V;
+        /// Vectors `v` and `v + 1` of row `r`, `v` even.
+        ///
+        /// # Safety
+        /// As for [`Side::load`], for both.
+        #[inline(always)]
+        unsafe fn load2<V: V16>(&self, r: usize, v: usize) -> [V; 2] {
+            // SAFETY: the caller keeps both vectors in the row.
+            unsafe { [self.load(r, v), self.load(r, v + 1)] }
+        }
+    }
+
+    /// One row of f32 values.
+    pub(super) struct F32Row<'a>(pub(super) &'a [f32]);
+
+    impl Side for F32Row<'_> {
+        fn check(&self, r: usize, n: usize) {
+            assert!(r == 0 && n <= self.0.len());
+        }
+
+        #[inline(always)]
+        unsafe fn load<V: V16>(&self, _: usize, v: usize) -> V {
+            // SAFETY: the caller keeps the vector in the row.
+            unsafe { V::load(self.0.as_ptr().add(v * LANES)) }
+        }
+
+        #[inline(always)]
+        unsafe fn load_tail<V: V16>(&self, _: usize, v: usize, live: V::Mask) -> V {
+            // SAFETY: the caller keeps the live lanes in the row.
+            unsafe { V::load_tail(self.0.as_ptr().add(v * LANES), live) }
+        }
+    }
+
+    /// Rows of q8_0 blocks (34 bytes: an fp16 scale, 32 signed codes): `y = q * d`, as
+    /// `dequantize_row_q8_0`.
+    pub(super) struct Q8_0Rows<'a> {
+        pub(super) bytes: &'a [u8],
+        pub(super) row_bytes: usize,
+    }
+
+    impl Side for Q8_0Rows<'_> {
+        fn check(&self, r: usize, n: usize) {
+            assert!(n.is_multiple_of(32) && n / 32 * 34 == self.row_bytes);
+            assert!((r + 1) * self.row_bytes <= self.bytes.len());
+        }
+
+        #[inline(always)]
+        unsafe fn load<V: V16>(&self, r: usize, v: usize) -> V {
+            // SAFETY: the caller keeps the vector in the row.
+            unsafe { self.load2::<V>(r, v & !1)[v % 2] }
+        }
+
+        #[inline(always)]
+        unsafe fn load2<V: V16>(&self, r: usize, v: usize) -> [V; 2] {
+            let block = &self.bytes[r * self.row_bytes + v / 2 * 34..][..34];
+            let d = V::splat_f16(u16::from_le_bytes([block[0], block[1]]));
+            let q = block[2..].as_ptr().cast::<i8>();
+            // SAFETY: sixteen codes from byte 2 and sixteen from byte 18 of the block.
+            unsafe { [V::load_i8(q).mul(d), V::load_i8(q.add(16)).mul(d)] }
+        }
+
+        #[inline(always)]
+        unsafe fn load_tail<V: V16>(&self, r: usize, v: usize, _: V::Mask) -> V {
+            // Rows are whole blocks, so every vector is whole.
+            // SAFETY: as for `load`.
+            unsafe { self.load(r, v) }
+        }
+    }
+
+    /// Rows of q5_0 blocks (22 bytes: an fp16 scale, 32 high bits, 16 bytes of low
+    /// nibbles): `y = ((q & 15 | high << 4) - 16) * d`, as `dequantize_row_q5_0`, the
+    /// block's first 16 values from the low nibbles and bits 0-15, the last 16 from the
+    /// high nibbles and bits 16-31.
+    pub(super) struct Q5_0Rows<'a> {
+        pub(super) bytes: &'a [u8],
+        pub(super) row_bytes: usize,
+    }
+
+    impl Side for Q5_0Rows<'_> {
+        fn check(&self, r: usize, n: usize) {
+            assert!(n.is_multiple_of(32) && n / 32 * 22 == self.row_bytes);
+            assert!((r + 1) * self.row_bytes <= self.bytes.len());
+        }
+
+        #[inline(always)]
+        unsafe fn load<V: V16>(&self, r: usize, v: usize) -> V {
+            // SAFETY: the caller keeps the vector in the row.
+            unsafe { self.load2::<V>(r, v & !1)[v % 2] }
+        }
+
+        #[inline(always)]
+        unsafe fn load2<V: V16>(&self, r: usize, v: usize) -> [V; 2] {
+            let block = &self.bytes[r * self.row_bytes + v / 2 * 22..][..22];
+            let d = V::splat_f16(u16::from_le_bytes([block[0], block[1]]));
+            let high = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+            // SAFETY: sixteen bytes from byte 6 of the block.
+            let [lo, hi] = unsafe { V::load_q5(block[6..].as_ptr(), high) };
+            [lo.mul(d), hi.mul(d)]
+        }
+
+        #[inline(always)]
+        unsafe fn load_tail<V: V16>(&self, r: usize, v: usize, _: V::Mask) -> V {
+            // Rows are whole blocks, so every vector is whole.
+            // SAFETY: as for `load`.
+            unsafe { self.load(r, v) }
+        }
+    }
+
+    /// Sixteen f32 lanes and what the measuring loop does with them. Every method needs
+    /// the CPU features of its type.
+    pub(super) trait V16: Copy {
+        /// Sixteen u32 lanes.
+        type Int: Copy;
+        /// A lane mask.
+        type Mask: Copy;
+        fn splat(v: f32) -> Self;
+        /// The fp16 value `bits` (exactly) in every lane.
+        fn splat_f16(bits: u16) -> Self;
+        fn int_splat(v: u32) -> Self::Int;
+        fn int_add(a: Self::Int, b: Self::Int) -> Self::Int;
+        /// `b`'s lanes where `m` is set, `a`'s elsewhere.
+        fn int_select(a: Self::Int, m: Self::Mask, b: Self::Int) -> Self::Int;
+        /// The first `n` (below 16) lanes.
+        fn first(n: usize) -> Self::Mask;
+        unsafe fn load(p: *const f32) -> Self;
+        /// The lanes of `live` from `p`, zero elsewhere (and not read).
+        unsafe fn load_tail(p: *const f32, live: Self::Mask) -> Self;
+        /// Sixteen signed bytes, widened exactly.
+        unsafe fn load_i8(p: *const i8) -> Self;
+        /// A q5_0 block's 32 codes minus 16, from the sixteen bytes at `p` (low nibbles
+        /// first, then high ones) with bit `i` of `bits` as bit 4 of code `i`.
+        unsafe fn load_q5(p: *const u8, bits: u32) -> [Self; 2];
+        fn sub(self, o: Self) -> Self;
+        fn mul(self, o: Self) -> Self;
+        /// `a * b + c`, rounded once.
+        fn fmadd(a: Self, b: Self, c: Self) -> Self;
+        fn abs(self) -> Self;
+        /// Raises the lanes of `self` (in `live` with `TAIL`, else all) where `a` is
+        /// larger, and returns which lanes those are.
+        fn raise<const TAIL: bool>(&mut self, a: Self, live: Self::Mask) -> Self::Mask;
+        /// Adds the block sums `p` into four f64 lanes as [`super::fold`] does.
+        fn fold(p: Self, acc: &mut __m256d);
+        /// The largest lane of `max`, and the smallest `16 * at[l] + l` over the lanes `l`
+        /// that hold it (as the trees of `Blocks::figures`).
+        fn top_first(max: Self, at: Self::Int) -> (f32, u32);
+    }
+
+    /// One block's lane sums and largest differences (with the runs where each lane first
+    /// met its own).
+    struct Block<V: V16> {
+        p: [V; SUMS],
+        max: V,
+        run: V::Int,
+    }
+
+    impl<V: V16> Block<V> {
+        #[inline(always)]
+        fn new() -> Block<V> {
+            Block {
+                p: [V::splat(0.0); SUMS],
+                max: V::splat(-1.0),
+                run: V::int_splat(0),
+            }
+        }
+
+        /// The elements `x` against `y` of run `j` (all lanes, or those of `live` with
+        /// `TAIL`; the others are zero on both sides, adding nothing to the sums).
+        #[inline(always)]
+        fn add<const TAIL: bool>(&mut self, x: V, y: V, j: V::Int, live: V::Mask) {
+            let d = x.sub(y);
+            self.p[0] = V::fmadd(d, d, self.p[0]);
+            self.p[1] = V::fmadd(x, x, self.p[1]);
+            self.p[2] = V::fmadd(y, y, self.p[2]);
+            let more = self.max.raise::<TAIL>(d.abs(), live);
+            self.run = V::int_select(self.run, more, j);
+        }
+    }
+
+    /// The row's sums so far in f64, and each lane's largest difference and the run
+    /// (from the row's start) where it first met it.
+    struct Row<V: V16> {
+        acc: [__m256d; SUMS],
+        max: V,
+        at: V::Int,
+    }
+
+    impl<V: V16> Row<V> {
+        /// Block `k`'s figures taken in.
+        #[inline(always)]
+        fn end_block(&mut self, k: usize, b: &Block<V>) {
+            for (acc, &p) in self.acc.iter_mut().zip(&b.p) {
+                V::fold(p, acc);
+            }
+            let more = self.max.raise::<false>(b.max, V::first(0));
+            let runs = V::int_add(b.run, V::int_splat((k * BLOCK_TERMS) as u32));
+            self.at = V::int_select(self.at, more, runs);
+        }
+    }
+
+    /// [`Figures`] of `x` against row `r` of `side`: pairs of whole blocks side by side
+    /// (a lane's sums are chains of sixteen dependent additions per block, so two
+    /// blocks' chains run together), then the block left, whole or not, its last vector
+    /// masked.
+    #[inline(always)]
+    unsafe fn blocks<V: V16, S: Side>(x: &[f32], side: &S, r: usize) -> Figures {
+        let n = x.len();
+        let px = x.as_ptr();
+        // SAFETY: the caller has `V`'s features and checked that row `r` of the side has
+        // `n` values; every load below is within the first `n`.
+        unsafe {
+            let one = V::int_splat(1);
+            let mut row = Row::<V> {
+                acc: [_mm256_setzero_pd(); SUMS],
+                max: V::splat(-1.0),
+                at: V::int_splat(0),
+            };
+            let full = n / BLOCK;
+            let mut k = 0;
+            while k + 2 <= full {
+                let (mut b0, mut b1) = (Block::<V>::new(), Block::<V>::new());
+                let mut j = V::int_splat(0);
+                let all = V::first(0);
+                // Two vectors of each block at a time: a quantized side decodes a
+                // 32-value block's scale once.
+                for t in (0..BLOCK_TERMS).step_by(2) {
+                    let v = k * BLOCK_TERMS + t;
+                    let w = v + BLOCK_TERMS;
+                    let [y0, y0n] = side.load2::<V>(r, v);
+                    let [y1, y1n] = side.load2::<V>(r, w);
+                    b0.add::<false>(V::load(px.add(v * LANES)), y0, j, all);
+                    b1.add::<false>(V::load(px.add(w * LANES)), y1, j, all);
+                    j = V::int_add(j, one);
+                    b0.add::<false>(V::load(px.add((v + 1) * LANES)), y0n, j, all);
+                    b1.add::<false>(V::load(px.add((w + 1) * LANES)), y1n, j, all);
+                    j = V::int_add(j, one);
+                }
+                row.end_block(k, &b0);
+                row.end_block(k + 1, &b1);
+                k += 2;
+            }
+            while k * BLOCK < n {
+                let end = n.min((k + 1) * BLOCK);
+                let mut b = Block::<V>::new();
+                let mut j = V::int_splat(0);
+                let mut v = k * BLOCK_TERMS;
+                while (v + 2) * LANES <= end {
+                    let [y, yn] = side.load2::<V>(r, v);
+                    b.add::<false>(V::load(px.add(v * LANES)), y, j, V::first(0));
+                    j = V::int_add(j, one);
+                    b.add::<false>(V::load(px.add((v + 1) * LANES)), yn, j, V::first(0));
+                    j = V::int_add(j, one);
+                    v += 2;
+                }
+                if (v + 1) * LANES <= end {
+                    let (x, y) = (V::load(px.add(v * LANES)), side.load::<V>(r, v));
+                    b.add::<false>(x, y, j, V::first(0));
+                    j = V::int_add(j, one);
+                    v += 1;
+                }
+                if v * LANES < end {
+                    let live = V::first(end - v * LANES);
+                    let x = V::load_tail(px.add(v * LANES), live);
+                    let y = side.load_tail::<V>(r, v, live);
+                    b.add::<true>(x, y, j, live);
+                }
+                row.end_block(k, &b);
+                k += 1;
+            }
+            let (top, first) = V::top_first(row.max, row.at);
+            let mut sums = [0.0; SUMS];
+            for (sum, &acc) in sums.iter_mut().zip(&row.acc) {
+                // (v0 + v1) + (v2 + v3), as `Blocks::figures`.
+                let pairs = _mm256_hadd_pd(acc, acc);
+                let high = _mm256_extractf128_pd::<1>(pairs);
+                *sum = _mm_cvtsd_f64(_mm_add_sd(_mm256_castpd256_pd128(pairs), high));
+            }
+            Figures { sums, top, first }
+        }
+    }
+
+    /// Sixteen lanes in one AVX-512 register.
+    #[derive(Clone, Copy)]
+    struct Zmm(__m512);
+
+    // SAFETY (every `unsafe` block below): a `Zmm` exists only inside a function running
+    // with AVX-512 F/BW/VL enabled (see [`V16`]), so the intrinsics are available; the loads'
+    // callers keep their lanes in bounds.
+    impl V16 for Zmm {
+        type Int = __m512i;
+        /// Lane `i` in bit `i`; 0 stands for all sixteen in [`V16::first`].
+        type Mask = __mmask16;
+
+        #[inline(always)]
+        fn splat(v: f32) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe { Zmm(_mm512_set1_ps(v)) }
+        }
+        #[inline(always)]
+        fn splat_f16(bits: u16) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe { Zmm(_mm512_cvtph_ps(_mm256_set1_epi16(bits as i16))) }
+        }
+        #[inline(always)]
+        fn int_splat(v: u32) -> __m512i {
+            // SAFETY: see the impl comment.
+            unsafe { _mm512_set1_epi32(v as i32) }
+        }
+        #[inline(always)]
+        fn int_add(a: __m512i, b: __m512i) -> __m512i {
+            // SAFETY: see the impl comment.
+            unsafe { _mm512_add_epi32(a, b) }
+        }
+        #[inline(always)]
+        fn int_select(a: __m512i, m: __mmask16, b: __m512i) -> __m512i {
+            // SAFETY: see the impl comment.
+            unsafe { _mm512_mask_mov_epi32(a, m, b) }
+        }
+        #[inline(always)]
+        fn first(n: usize) -> __mmask16 {
+            if n == 0 {
+                0xffff
+            } else {
+                ((1u32 << n) - 1) as u16
+            }
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe { Zmm(_mm512_loadu_ps(p)) }
+        }
+        #[inline(always)]
+        unsafe fn load_tail(p: *const f32, live: __mmask16) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe { Zmm(_mm512_maskz_loadu_ps(live, p)) }
+        }
+        #[inline(always)]
+        unsafe fn load_i8(p: *const i8) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe {
+                let q = _mm_loadu_si128(p.cast());
+                Zmm(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)))
+            }
+        }
+        #[inline(always)]
+        unsafe fn load_q5(p: *const u8, bits: u32) -> [Self; 2] {
+            // SAFETY: see the impl comment.
+            unsafe {
+                let b = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.cast()));
+                let lo = _mm512_and_si512(b, _mm512_set1_epi32(15));
+                let hi = _mm512_srli_epi32::<4>(b);
+                let sixteen = _mm512_set1_epi32(16);
+                let lo = _mm512_mask_or_epi32(lo, bits as u16, lo, sixteen);
+                let hi = _mm512_mask_or_epi32(hi, (bits >> 16) as u16, hi, sixteen);
+                [
+                    Zmm(_mm512_cvtepi32_ps(_mm512_sub_epi32(lo, sixteen))),
+                    Zmm(_mm512_cvtepi32_ps(_mm512_sub_epi32(hi, sixteen))),
+                ]
+            }
+        }
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe { Zmm(_mm512_sub_ps(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe { Zmm(_mm512_mul_ps(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn fmadd(a: Self, b: Self, c: Self) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe { Zmm(_mm512_fmadd_ps(a.0, b.0, c.0)) }
+        }
+        #[inline(always)]
+        fn abs(self) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe { Zmm(_mm512_abs_ps(self.0)) }
+        }
+        #[inline(always)]
+        fn raise<const TAIL: bool>(&mut self, a: Self, live: __mmask16) -> __mmask16 {
+            // SAFETY: see the impl comment.
+            unsafe {
+                let more = _mm512_mask_cmp_ps_mask::<_CMP_GT_OQ>(live, a.0, self.0);
+                // The maximum, not a move under `more`: the next compare waits on one
+                // operation instead of two.
+                self.0 = _mm512_mask_max_ps(self.0, live, self.0, a.0);
+                more
+            }
+        }
+        #[inline(always)]
+        fn fold(p: Self, acc: &mut __m256d) {
+            // SAFETY: see the impl comment.
+            unsafe {
+                let low = _mm512_cvtps_pd(_mm512_castps512_ps256(p.0));
+                let high = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64::<1>(
+                    _mm512_castps_si512(p.0),
+                )));
+                // Each f64 lane added to the one four lanes up.
+                let low = _mm256_add_pd(
+                    _mm512_castpd512_pd256(low),
+                    _mm512_extractf64x4_pd::<1>(low),
+                );
+                let high = _mm256_add_pd(
+                    _mm512_castpd512_pd256(high),
+                    _mm512_extractf64x4_pd::<1>(high),
+                );
+                *acc = _mm256_add_pd(*acc, _mm256_add_pd(low, high));
+            }
+        }
+        #[inline(always)]
+        fn top_first(max: Self, at: __m512i) -> (f32, u32) {
+            // SAFETY: see the impl comment.
+            unsafe {
+                let top = _mm512_reduce_max_ps(max.0);
+                let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+                let index = _mm512_add_epi32(_mm512_slli_epi32::<4>(at), lanes);
+                let holds = _mm512_cmpeq_ps_mask(max.0, _mm512_set1_ps(top));
+                (top, _mm512_mask_reduce_min_epu32(holds, index))
+            }
+        }
+    }
+
+    /// Sixteen lanes in two AVX2 registers.
+    #[derive(Clone, Copy)]
+    struct Ymm2([__m256; 2]);
+
+    // SAFETY (every `unsafe` block below): a `Ymm2` exists only inside a function running
+    // with AVX2 and FMA enabled (see [`V16`]), so the intrinsics are available; the loads'
+    // callers keep their lanes in bounds.
+    impl V16 for Ymm2 {
+        type Int = [__m256i; 2];
+        /// All ones in the lanes set.
+        type Mask = [__m256; 2];
+
+        #[inline(always)]
+        fn splat(v: f32) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe { Ymm2([_mm256_set1_ps(v); 2]) }
+        }
+        #[inline(always)]
+        fn splat_f16(bits: u16) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe { Ymm2([_mm256_cvtph_ps(_mm_set1_epi16(bits as i16)); 2]) }
+        }
+        #[inline(always)]
+        fn int_splat(v: u32) -> [__m256i; 2] {
+            // SAFETY: see the impl comment.
+            unsafe { [_mm256_set1_epi32(v as i32); 2] }
+        }
+        #[inline(always)]
+        fn int_add(a: [__m256i; 2], b: [__m256i; 2]) -> [__m256i; 2] {
+            // SAFETY: see the impl comment.
+            unsafe { [_mm256_add_epi32(a[0], b[0]), _mm256_add_epi32(a[1], b[1])] }
+        }
+        #[inline(always)]
+        fn int_select(a: [__m256i; 2], m: [__m256; 2], b: [__m256i; 2]) -> [__m256i; 2] {
+            // SAFETY: see the impl comment.
+            unsafe {
+                let mut out = a;
+                for h in 0..2 {
+                    out[h] = _mm256_castps_si256(_mm256_blendv_ps(
+                        _mm256_castsi256_ps(a[h]),
+                        _mm256_castsi256_ps(b[h]),
+                        m[h],
+                    ));
+                }
+                out
+            }
+        }
+        #[inline(always)]
+        fn first(n: usize) -> [__m256; 2] {
+            // SAFETY: see the impl comment.
+            unsafe {
+                let n = if n == 0 { LANES } else { n };
+                let n = _mm256_set1_epi32(n as i32);
+                let low = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+                let high = _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15);
+                [
+                    _mm256_castsi256_ps(_mm256_cmpgt_epi32(n, low)),
+                    _mm256_castsi256_ps(_mm256_cmpgt_epi32(n, high)),
+                ]
+            }
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe { Ymm2([_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))]) }
+        }
+        #[inline(always)]
+        unsafe fn load_tail(p: *const f32, live: [__m256; 2]) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe {
+                {
+                    Ymm2([
+                        _mm256_maskload_ps(p, _mm256_castps_si256(live[0])),
+                        _mm256_maskload_ps(p.add(8), _mm256_castps_si256(live[1])),
+                    ])
+                }
+            }
+        }
+        #[inline(always)]
+        unsafe fn load_i8(p: *const i8) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe {
+                let low = _mm256_cvtepi8_epi32(_mm_loadl_epi64(p.cast()));
+                let high = _mm256_cvtepi8_epi32(_mm_loadl_epi64(p.add(8).cast()));
+                Ymm2([_mm256_cvtepi32_ps(low), _mm256_cvtepi32_ps(high)])
+            }
+        }
+        #[inline(always)]
+        unsafe fn load_q5(p: *const u8, bits: u32) -> [Self; 2] {
+            // SAFETY: see the impl comment.
+            unsafe {
+                let lane_bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+                let (fifteen, sixteen) = (_mm256_set1_epi32(15), _mm256_set1_epi32(16));
+                let mut out = [Ymm2([_mm256_setzero_ps(); 2]); 2];
+                for g in 0..2 {
+                    let b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(p.add(8 * g).cast()));
+                    for (h, out) in out.iter_mut().enumerate() {
+                        // Codes 16h + 8g.. : nibble h of bytes 8g.., bits 16h + 8g...
+                        let q = if h == 0 {
+                            _mm256_and_si256(b, fifteen)
+                        } else {
+                            _mm256_srli_epi32::<4>(b)
+                        };
+                        let set = _mm256_set1_epi32(((bits >> (16 * h + 8 * g)) & 0xff) as i32);
+                        let set = _mm256_cmpeq_epi32(_mm256_and_si256(set, lane_bits), lane_bits);
+                        let q = _mm256_or_si256(q, _mm256_and_si256(set, sixteen));
+                        out.0[g] = _mm256_cvtepi32_ps(_mm256_sub_epi32(q, sixteen));
+                    }
+                }
+                out
+            }
+        }
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe {
+                Ymm2([
+                    _mm256_sub_ps(self.0[0], o.0[0]),
+                    _mm256_sub_ps(self.0[1], o.0[1]),
+                ])
+            }
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe {
+                Ymm2([
+                    _mm256_mul_ps(self.0[0], o.0[0]),
+                    _mm256_mul_ps(self.0[1], o.0[1]),
+                ])
+            }
+        }
+        #[inline(always)]
+        fn fmadd(a: Self, b: Self, c: Self) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe {
+                Ymm2([
+                    _mm256_fmadd_ps(a.0[0], b.0[0], c.0[0]),
+                    _mm256_fmadd_ps(a.0[1], b.0[1], c.0[1]),
+                ])
+            }
+        }
+        #[inline(always)]
+        fn abs(self) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe {
+                let sign = _mm256_set1_ps(-0.0);
+                Ymm2([
+                    _mm256_andnot_ps(sign, self.0[0]),
+                    _mm256_andnot_ps(sign, self.0[1]),
+                ])
+            }
+        }
+        #[inline(always)]
+        fn raise<const TAIL: bool>(&mut self, a: Self, live: [__m256; 2]) -> [__m256; 2] {
+            // SAFETY: see the impl comment.
+            unsafe {
+                let mut more = [_mm256_setzero_ps(); 2];
+                for h in 0..2 {
+                    more[h] = _mm256_cmp_ps::<_CMP_GT_OQ>(a.0[h], self.0[h]);
+                    if TAIL {
+                        more[h] = _mm256_and_ps(more[h], live[h]);
+                        self.0[h] = _mm256_blendv_ps(self.0[h], a.0[h], more[h]);
+                    } else {
+                        // The maximum, not a blend under `more`: the next compare waits on
+                        // one operation instead of two.
+                        self.0[h] = _mm256_max_ps(self.0[h], a.0[h]);
+                    }
+                }
+                more
+            }
+        }
+        #[inline(always)]
+        fn fold(p: Self, acc: &mut __m256d) {
+            // SAFETY: see the impl comment.
+            unsafe {
+                let [a, b] = p.0;
+                // Lanes j and j + 4 of each register added in f64.
+                let low = _mm256_add_pd(
+                    _mm256_cvtps_pd(_mm256_castps256_ps128(a)),
+                    _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(a)),
+                );
+                let high = _mm256_add_pd(
+                    _mm256_cvtps_pd(_mm256_castps256_ps128(b)),
+                    _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(b)),
+                );
+                *acc = _mm256_add_pd(*acc, _mm256_add_pd(low, high));
+            }
+        }
+        #[inline(always)]
+        fn top_first(max: Self, at: [__m256i; 2]) -> (f32, u32) {
+            // SAFETY: see the impl comment.
+            unsafe {
+                let [a, b] = max.0;
+                let m = _mm256_max_ps(a, b);
+                let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+                let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+                let m = _mm_max_ss(m, _mm_shuffle_ps::<1>(m, m));
+                let top = _mm_cvtss_f32(m);
+                let t = _mm256_set1_ps(top);
+                let low = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+                let high = _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15);
+                let none = _mm256_set1_epi32(-1);
+                let mut picks = [none; 2];
+                for (pick, (v, (at, lanes))) in picks
+                    .iter_mut()
+                    .zip([a, b].into_iter().zip(at.into_iter().zip([low, high])))
+                {
+                    let index = _mm256_add_epi32(_mm256_slli_epi32::<4>(at), lanes);
+                    let holds = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_EQ_OQ>(v, t));
+                    *pick = _mm256_blendv_epi8(none, index, holds);
+                }
+                let i = _mm256_min_epu32(picks[0], picks[1]);
+                let i = _mm_min_epu32(_mm256_castsi256_si128(i), _mm256_extracti128_si256::<1>(i));
+                let i = _mm_min_epu32(i, _mm_shuffle_epi32::<0b00_00_11_10>(i));
+                let i = _mm_min_epu32(i, _mm_shuffle_epi32::<0b00_00_00_01>(i));
+                (top, _mm_cvtsi128_si32(i) as u32)
+            }
+        }
+    }
+}
 /// A block's sixteen lane sums `p` added into four f64 lanes: lane `j` takes
 /// `(p[j] + p[j+4]) + (p[j+8] + p[j+12])`.
 #[inline(always)]
@@ -846,12 +1422,12 @@ mod tests {
 
     /// The figures by the definition in the module docs, one element at a time.
     fn by_definition(a: &[f32], b: &[f32], first: u64) -> ErrorStats {
-        let mut acc = [[0.0f64; 4]; 4];
+        let mut acc = [[0.0f64; 4]; 3];
         for (xs, ys) in a.chunks(BLOCK).zip(b.chunks(BLOCK)) {
-            let mut p = [[0.0f32; LANES]; 4];
+            let mut p = [[0.0f32; LANES]; 3];
             for (i, (&x, &y)) in xs.iter().zip(ys).enumerate() {
                 let d = x - y;
-                for (s, (u, v)) in [(d, d), (x, y), (x, x), (y, y)].into_iter().enumerate() {
+                for (s, (u, v)) in [(d, d), (x, x), (y, y)].into_iter().enumerate() {
                     p[s][i % LANES] = u.mul_add(v, p[s][i % LANES]);
                 }
             }
@@ -863,12 +1439,13 @@ mod tests {
             }
         }
         let add = |v: [f64; 4]| (v[0] + v[1]) + (v[2] + v[3]);
+        let [sq, aa, bb] = acc.map(add);
         let mut s = ErrorStats {
             compared: a.len() as u64,
-            sum_squares: add(acc[0]),
-            sum_products: add(acc[1]),
-            sum_squares_a: add(acc[2]),
-            sum_squares_b: add(acc[3]),
+            sum_squares: sq,
+            sum_products: ((aa + bb) - sq) / 2.0,
+            sum_squares_a: aa,
+            sum_squares_b: bb,
             ..ErrorStats::default()
         };
         for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
@@ -880,6 +1457,20 @@ mod tests {
         s
     }
 
+    /// The vector paths this CPU has.
+    #[cfg(target_arch = "x86_64")]
+    fn vector_paths() -> Vec<x86::Path> {
+        use std::arch::is_x86_feature_detected as has;
+        let mut paths = vec![];
+        if has!("avx2") && has!("fma") && has!("f16c") {
+            paths.push(x86::Path::Avx2);
+        }
+        if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("f16c") {
+            paths.push(x86::Path::Avx512);
+        }
+        paths
+    }
+
     /// Every way the figures of `a` against `b` are made on this CPU: dispatched (vectors
     /// where the CPU has them) and compiled for the baseline CPU.
     fn every_path(a: &[f32], b: &[f32], first: u64) -> Vec<Option<ErrorStats>> {
@@ -889,18 +1480,94 @@ mod tests {
             Blocks::run(a, b).stats(a.len(), first),
         ];
         #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("avx2") && has!("fma") {
-                // SAFETY: the CPU has AVX2 and FMA.
-                paths.push(unsafe { x86::blocks(a, b) }.stats(a.len(), first));
-            }
-            if has!("avx512f") {
-                // SAFETY: the CPU has AVX-512 F.
-                paths.push(unsafe { x86::blocks512(a, b) }.stats(a.len(), first));
-            }
+        for path in vector_paths() {
+            // SAFETY: the CPU has the path's features.
+            paths.push(unsafe { path.blocks(a, &x86::F32Row(b), 0) }.stats(a.len(), first));
         }
         paths
+    }
+
+    /// Rows measured straight from q8_0 and q5_0 blocks, on every vector path, give the
+    /// figures of the rows dequantized first, rows whose scale overflowed fp16 included.
+    #[test]
+    fn quantized_rows_give_the_figures_of_their_dequantized_rows() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        };
+        for ty in [GgmlType::Q8_0, GgmlType::Q5_0] {
+            for row_len in [32usize, 96, 256, 640, 4096] {
+                let rows = 5;
+                let mut x: Vec<f32> = (0..rows * row_len).map(|_| next()).collect();
+                // Row 1: ties and zeros; row 3: a scale past fp16's range.
+                x[row_len..2 * row_len]
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(i, v)| *v = (i % 3) as f32);
+                x[3 * row_len + row_len / 2] = 3e9;
+                let mut y = vec![0u8; ty.row_size(row_len).unwrap() * rows];
+                quantforge_kernels::quantize(ty, &x, row_len, None, &mut y).unwrap();
+                let mut ys = vec![0.0; x.len()];
+                quantforge_kernels::dequantize(ty, &y, &mut ys).unwrap();
+                let want: Vec<ErrorStats> = x
+                    .chunks(row_len)
+                    .zip(ys.chunks(row_len))
+                    .enumerate()
+                    .map(|(r, (x, y))| ErrorStats::of(x, y, ((7 + r) * row_len) as u64))
+                    .collect();
+                assert!(!want[3].sum_squares.is_finite() || want[3].non_finite_b > 0);
+                let mut got = vec![];
+                ErrorStats::of_quantized_rows(&x, ty, &y, row_len, 7, &mut got).unwrap();
+                assert_eq!(got, want, "{ty:?} {row_len}, dispatched");
+                #[cfg(target_arch = "x86_64")]
+                for path in vector_paths() {
+                    let row_bytes = ty.row_size(row_len).unwrap();
+                    let mut got = vec![];
+                    // SAFETY: the CPU has the path's features.
+                    let done = unsafe {
+                        match ty {
+                            GgmlType::Q8_0 => quantized_rows(
+                                path,
+                                &x,
+                                ty,
+                                (
+                                    &x86::Q8_0Rows {
+                                        bytes: &y,
+                                        row_bytes,
+                                    },
+                                    &y,
+                                    row_bytes,
+                                ),
+                                row_len,
+                                7,
+                                &mut got,
+                            ),
+                            _ => quantized_rows(
+                                path,
+                                &x,
+                                ty,
+                                (
+                                    &x86::Q5_0Rows {
+                                        bytes: &y,
+                                        row_bytes,
+                                    },
+                                    &y,
+                                    row_bytes,
+                                ),
+                                row_len,
+                                7,
+                                &mut got,
+                            ),
+                        }
+                    };
+                    done.unwrap();
+                    assert_eq!(got, want, "{ty:?} {row_len}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -353,16 +353,10 @@ thread_local! {
     /// Each worker's source rows put in reading order, for tensors read in interleaved
     /// row groups.
     static REORDERED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-    /// Each worker's dequantized output rows, for the quality report.
-    static DEQUANTIZED: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
-/// Values dequantized at a time for the quality report: a chunk of rows stays in the
-/// first-level cache between its dequantization and its measurement.
-const MEASURED_CHUNK: usize = 4096;
-
-/// Dequantizes the rows `y` of `t` (output `k`'s tensor `tensor`), quantized from
-/// `source`, and measures their error for the quality report, a few rows at a time.
+/// Measures the error of the rows `y` of `t` (output `k`'s tensor `tensor`), quantized
+/// from `source`, for the quality report.
 fn measure(
     q: &Quality,
     k: usize,
@@ -373,30 +367,11 @@ fn measure(
     first_row: usize,
 ) -> Result<(), RunError> {
     let row_len = (t.ne[0] as usize).max(1);
-    let rows = source.len() / row_len;
-    let row_bytes = y.len() / rows.max(1);
-    let chunk_rows = (MEASURED_CHUNK / row_len).max(1);
-    let mut out = DEQUANTIZED.take();
-    let mut stats = Vec::with_capacity(rows);
-    let mut done = Ok(());
-    for (c, (xs, ys)) in source
-        .chunks(chunk_rows * row_len)
-        .zip(y.chunks(chunk_rows * row_bytes))
-        .enumerate()
-    {
-        out.resize(xs.len(), 0.0);
-        done = quantforge_kernels::dequantize(t.target, ys, &mut out).map_err(codec_error(t));
-        if done.is_err() {
-            break;
-        }
-        let first = (first_row + c * chunk_rows) as u64;
-        stats.extend(ErrorStats::of_rows(xs, &out, row_len, first));
-    }
-    if done.is_ok() {
-        q.add(k, tensor, first_row, stats);
-    }
-    DEQUANTIZED.set(out);
-    done
+    let mut stats = Vec::with_capacity(source.len() / row_len);
+    ErrorStats::of_quantized_rows(source, t.target, y, row_len, first_row as u64, &mut stats)
+        .map_err(codec_error(t))?;
+    q.add(k, tensor, first_row, stats);
+    Ok(())
 }
 
 /// The error of a codec working on `t`'s rows, with the tensor named.

@@ -589,6 +589,8 @@ mod x86 {
     /// Sixteen f32 lanes and what the measuring loop does with them. Every method needs
     /// the CPU features of its type.
     pub(super) trait V16: Copy {
+        /// Whether two blocks' state fits in the registers at once (see [`blocks`]).
+        const PAIRS: bool;
         /// Sixteen u32 lanes.
         type Int: Copy;
         /// A lane mask.
@@ -677,10 +679,10 @@ mod x86 {
         }
     }
 
-    /// [`Figures`] of `x` against row `r` of `side`: pairs of whole blocks side by side
-    /// (a lane's sums are chains of sixteen dependent additions per block, so two
-    /// blocks' chains run together), then the block left, whole or not, its last vector
-    /// masked.
+    /// [`Figures`] of `x` against row `r` of `side`: where the registers hold them
+    /// ([`V16::PAIRS`]), pairs of whole blocks side by side (a lane's sums are chains of
+    /// sixteen dependent additions per block, so two blocks' chains run together); then
+    /// the blocks left one by one, the last vector of a partial one masked.
     #[inline(always)]
     unsafe fn blocks<V: V16, S: Side>(x: &[f32], side: &S, r: usize) -> Figures {
         let n = x.len();
@@ -696,7 +698,7 @@ mod x86 {
             };
             let full = n / BLOCK;
             let mut k = 0;
-            while k + 2 <= full {
+            while V::PAIRS && k + 2 <= full {
                 let (mut b0, mut b1) = (Block::<V>::new(), Block::<V>::new());
                 let mut j = V::int_splat(0);
                 let all = V::first(0);
@@ -766,6 +768,8 @@ mod x86 {
     // with AVX-512 F/BW/VL enabled (see [`V16`]), so the intrinsics are available; the loads'
     // callers keep their lanes in bounds.
     impl V16 for Zmm {
+        /// Two blocks' state is 20 of the 32 registers.
+        const PAIRS: bool = true;
         type Int = __m512i;
         /// Lane `i` in bit `i`; 0 stands for all sixteen in [`V16::first`].
         type Mask = __mmask16;
@@ -909,6 +913,8 @@ mod x86 {
     // with AVX2 and FMA enabled (see [`V16`]), so the intrinsics are available; the loads'
     // callers keep their lanes in bounds.
     impl V16 for Ymm2 {
+        /// Two blocks' state would be 20 of the 16 registers: spilled to the stack.
+        const PAIRS: bool = false;
         type Int = [__m256i; 2];
         /// All ones in the lanes set.
         type Mask = [__m256; 2];

@@ -427,11 +427,12 @@ mod x86 {
         /// this too), if any.
         pub(super) fn detect() -> Option<Path> {
             use quantforge_kernels::Isa;
+            use std::arch::is_x86_feature_detected as has;
+            // The kernels' AVX-512 needs F, BW, VL, AVX2 and F16C (FMA comes with F), their
+            // AVX2 F16C; DQ and FMA are checked here.
             match Isa::detect() {
-                // The kernels' AVX-512 needs F, BW, VL, AVX2 and F16C; FMA comes with F.
-                Isa::Avx512 => Some(Path::Avx512),
-                // The kernels' AVX2 needs F16C; FMA is checked here.
-                Isa::Avx2 if std::arch::is_x86_feature_detected!("fma") => Some(Path::Avx2),
+                Isa::Avx512 if has!("avx512dq") => Some(Path::Avx512),
+                Isa::Avx512 | Isa::Avx2 if has!("fma") => Some(Path::Avx2),
                 _ => None,
             }
         }
@@ -452,7 +453,7 @@ mod x86 {
         }
     }
 
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
     unsafe fn blocks512<S: Side>(x: &[f32], side: &S, r: usize) -> Figures {
         // SAFETY: the features are enabled here; the caller checked the bounds.
         unsafe { blocks::<Zmm, S>(x, side, r) }
@@ -620,6 +621,11 @@ mod x86 {
         /// Raises the lanes of `self` (in `live` with `TAIL`, else all) where `a` is
         /// larger, and returns which lanes those are.
         fn raise<const TAIL: bool>(&mut self, a: Self, live: Self::Mask) -> Self::Mask;
+        /// [`V16::raise`] by the magnitudes of `d`, `self` not negative.
+        #[inline(always)]
+        fn raise_abs<const TAIL: bool>(&mut self, d: Self, live: Self::Mask) -> Self::Mask {
+            self.raise::<TAIL>(d.abs(), live)
+        }
         /// Adds the block sums `p` into four f64 lanes as [`super::fold`] does.
         fn fold(p: Self, acc: &mut __m256d);
         /// The largest lane of `max`, and the smallest `16 * at[l] + l` over the lanes `l`
@@ -640,7 +646,10 @@ mod x86 {
         fn new() -> Block<V> {
             Block {
                 p: [V::splat(0.0); SUMS],
-                max: V::splat(-1.0),
+                // Magnitudes start from 0, not -1 as in `Blocks::run`: a lane whose
+                // differences are all 0 keeps run 0, where it first met its largest, so
+                // the figures are the same.
+                max: V::splat(0.0),
                 run: V::int_splat(0),
             }
         }
@@ -653,7 +662,7 @@ mod x86 {
             self.p[0] = V::fmadd(d, d, self.p[0]);
             self.p[1] = V::fmadd(x, x, self.p[1]);
             self.p[2] = V::fmadd(y, y, self.p[2]);
-            let more = self.max.raise::<TAIL>(d.abs(), live);
+            let more = self.max.raise_abs::<TAIL>(d, live);
             self.run = V::int_select(self.run, more, j);
         }
     }
@@ -765,8 +774,8 @@ mod x86 {
     struct Zmm(__m512);
 
     // SAFETY (every `unsafe` block below): a `Zmm` exists only inside a function running
-    // with AVX-512 F/BW/VL enabled (see [`V16`]), so the intrinsics are available; the loads'
-    // callers keep their lanes in bounds.
+    // with AVX-512 F/BW/VL/DQ enabled (see [`V16`]), so the intrinsics are available;
+    // the loads' callers keep their lanes in bounds.
     impl V16 for Zmm {
         /// Two blocks' state is 20 of the 32 registers.
         const PAIRS: bool = true;
@@ -860,6 +869,17 @@ mod x86 {
         fn abs(self) -> Self {
             // SAFETY: see the impl comment.
             unsafe { Zmm(_mm512_abs_ps(self.0)) }
+        }
+        #[inline(always)]
+        fn raise_abs<const TAIL: bool>(&mut self, d: Self, live: __mmask16) -> __mmask16 {
+            // SAFETY: see the impl comment.
+            unsafe {
+                // The larger magnitude, sign cleared, in one operation.
+                let raised = _mm512_mask_range_ps::<0b1011>(self.0, live, self.0, d.0);
+                let more = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(raised, self.0);
+                self.0 = raised;
+                more
+            }
         }
         #[inline(always)]
         fn raise<const TAIL: bool>(&mut self, a: Self, live: __mmask16) -> __mmask16 {
@@ -1471,7 +1491,12 @@ mod tests {
         if has!("avx2") && has!("fma") && has!("f16c") {
             paths.push(x86::Path::Avx2);
         }
-        if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("f16c") {
+        if has!("avx512f")
+            && has!("avx512bw")
+            && has!("avx512vl")
+            && has!("avx512dq")
+            && has!("f16c")
+        {
             paths.push(x86::Path::Avx512);
         }
         paths

@@ -12,8 +12,8 @@
 //! read: the difference `a - b` rounded to f32 (exact whenever the two are within a
 //! factor of two of each other, as a value and its quantized copy mostly are), its
 //! largest magnitude (the first element with it), and the sums of squared differences
-//! and of each side's squares, each added in f32 over runs of sixteen elements and the
-//! runs' sums added in f64: a sum of squares is within about one part in a million of
+//! and of each side's squares, each added in f32 over runs of 32 elements and the
+//! runs' sums added in f64: a sum of squares is within a few parts in a million of
 //! the exact one. The sum of products is `(aa + bb - sq) / 2` of those, as close to the
 //! exact one relative to the squares. Every CPU gets the same bits (see `Blocks`).
 //! A row with a NaN or an infinity, or values whose squares overflow f32 (or a row of
@@ -201,14 +201,15 @@ unsafe fn quantized_rows<S: x86::Side>(
     out: &mut Vec<ErrorStats>,
 ) -> std::result::Result<(), quantforge_kernels::Error> {
     let start = out.len();
+    let mut figures = FIGURES.take();
+    figures.clear();
+    if row_len <= u32::MAX as usize {
+        // SAFETY: the caller checked the features.
+        unsafe { path.rows(x, side, row_len, &mut figures) };
+    }
     for (r, xs) in x.chunks_exact(row_len).enumerate() {
         let first = (first_row + r as u64) * row_len as u64;
-        // SAFETY: the caller checked the features.
-        let stats = if row_len <= u32::MAX as usize {
-            unsafe { path.blocks(xs, side, r) }.stats(row_len, first)
-        } else {
-            None
-        };
+        let stats = figures.get(r).and_then(|f| f.stats(row_len, first));
         match stats {
             Some(s) => out.push(s),
             None => {
@@ -216,12 +217,14 @@ unsafe fn quantized_rows<S: x86::Side>(
                 let row = &bytes[r * row_bytes..][..row_bytes];
                 if let Err(e) = quantforge_kernels::dequantize(ty, row, &mut ys) {
                     out.truncate(start);
+                    FIGURES.set(figures);
                     return Err(e);
                 }
                 out.push(ErrorStats::of(xs, &ys, first));
             }
         }
     }
+    FIGURES.set(figures);
     Ok(())
 }
 
@@ -229,6 +232,9 @@ thread_local! {
     /// Each thread's dequantized rows for [`ErrorStats::of_quantized_rows`], kept between
     /// calls (a fresh buffer per call would be mapped and faulted in every time).
     static DEQUANTIZED: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+    /// Each thread's row figures for [`quantized_rows`], kept between calls.
+    #[cfg(target_arch = "x86_64")]
+    static FIGURES: std::cell::Cell<Vec<Figures>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Values dequantized at a time by [`ErrorStats::of_quantized_rows`]: a chunk of rows
@@ -238,13 +244,15 @@ const MEASURED_CHUNK: usize = 4096;
 /// Lanes of the f32 sums: element `i` of a row goes to lane `i % 16`.
 const LANES: usize = 16;
 
-/// Terms each lane adds in f32 before the block's sums go into f64.
-const BLOCK_TERMS: usize = 16;
+/// Terms each lane adds in f32 before the block's sums go into f64: the more, the fewer
+/// conversions to f64 a value pays for and the further an f32 sum may drift from the
+/// exact one (at 32, by a few parts in a million at worst).
+const BLOCK_TERMS: usize = 32;
 
 /// Elements in a block.
 const BLOCK: usize = LANES * BLOCK_TERMS;
 
-/// The f32 sums of the rows whose values are all finite. Within a block of 256 elements,
+/// The f32 sums of the rows whose values are all finite. Within a block of 512 elements,
 /// each lane's three sums (the squared difference and the two squares) are made by fused
 /// multiply-adds in f32 in element order from 0, and its largest difference is kept with
 /// the position where the lane first met it; at the block's end each sum's sixteen lanes
@@ -450,6 +458,49 @@ mod x86 {
                     Path::Avx2 => blocks256(x, side, r),
                 }
             }
+        }
+
+        /// [`Figures`] of each row of `row_len` values of `x` against the same row of
+        /// `side`, appended to `out`.
+        ///
+        /// # Safety
+        /// The CPU has the path's features ([`Path::detect`] returned it).
+        pub(super) unsafe fn rows<S: Side>(
+            self,
+            x: &[f32],
+            side: &S,
+            row_len: usize,
+            out: &mut Vec<Figures>,
+        ) {
+            let rows = x.len() / row_len.max(1);
+            if rows == 0 {
+                return;
+            }
+            side.check(rows - 1, row_len);
+            out.reserve(rows);
+            // SAFETY: the caller checked the features; `check` the side's bounds.
+            unsafe {
+                match self {
+                    Path::Avx512 => rows512(&x[..rows * row_len], side, row_len, out),
+                    Path::Avx2 => rows256(&x[..rows * row_len], side, row_len, out),
+                }
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+    unsafe fn rows512<S: Side>(x: &[f32], side: &S, row_len: usize, out: &mut Vec<Figures>) {
+        for (r, xs) in x.chunks_exact(row_len).enumerate() {
+            // SAFETY: the features are enabled here; the caller checked the bounds.
+            out.push(unsafe { blocks::<Zmm, S>(xs, side, r) });
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn rows256<S: Side>(x: &[f32], side: &S, row_len: usize, out: &mut Vec<Figures>) {
+        for (r, xs) in x.chunks_exact(row_len).enumerate() {
+            // SAFETY: the features are enabled here; the caller checked the bounds.
+            out.push(unsafe { blocks::<Ymm2, S>(xs, side, r) });
         }
     }
 
@@ -690,7 +741,7 @@ mod x86 {
 
     /// [`Figures`] of `x` against row `r` of `side`: where the registers hold them
     /// ([`V16::PAIRS`]), pairs of whole blocks side by side (a lane's sums are chains of
-    /// sixteen dependent additions per block, so two blocks' chains run together); then
+    /// 32 dependent additions per block, so two blocks' chains run together); then
     /// the blocks left one by one, the last vector of a partial one masked.
     #[inline(always)]
     unsafe fn blocks<V: V16, S: Side>(x: &[f32], side: &S, r: usize) -> Figures {

@@ -353,6 +353,8 @@ thread_local! {
     /// Each worker's source rows put in reading order, for tensors read in interleaved
     /// row groups.
     static REORDERED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    /// Each worker's row figures for the quality report, kept between tasks.
+    static MEASURED: std::cell::Cell<Vec<ErrorStats>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Measures the error of the rows `y` of `t` (output `k`'s tensor `tensor`), quantized
@@ -367,11 +369,15 @@ fn measure(
     first_row: usize,
 ) -> Result<(), RunError> {
     let row_len = (t.ne[0] as usize).max(1);
-    let mut stats = Vec::with_capacity(source.len() / row_len);
-    ErrorStats::of_quantized_rows(source, t.target, y, row_len, first_row as u64, &mut stats)
-        .map_err(codec_error(t))?;
-    q.add(k, tensor, first_row, stats);
-    Ok(())
+    let mut stats = MEASURED.take();
+    stats.clear();
+    let done =
+        ErrorStats::of_quantized_rows(source, t.target, y, row_len, first_row as u64, &mut stats);
+    if done.is_ok() {
+        q.add(k, tensor, first_row, &stats);
+    }
+    MEASURED.set(stats);
+    done.map_err(codec_error(t))
 }
 
 /// The error of a codec working on `t`'s rows, with the tensor named.

@@ -22,13 +22,23 @@ struct Folding {
 
 impl Folding {
     /// Adds the figures of the rows from `first_row` on, and of every pending run that
-    /// now follows on.
-    fn add(&mut self, first_row: u64, rows: Vec<ErrorStats>) {
-        self.pending.insert(first_row, rows);
-        while let Some(rows) = self.pending.remove(&self.next_row) {
-            self.next_row += rows.len() as u64;
-            rows.iter().for_each(|r| self.stats.merge(r));
+    /// now follows on. Rows that follow on are added at once; others are kept (tasks
+    /// finish nearly in order, so few are).
+    fn add(&mut self, first_row: u64, rows: &[ErrorStats]) {
+        if first_row != self.next_row {
+            self.pending.insert(first_row, rows.to_vec());
+            return;
         }
+        self.take_in(rows);
+        while let Some(rows) = self.pending.remove(&self.next_row) {
+            self.take_in(&rows);
+        }
+    }
+
+    /// Adds the rows from `next_row` on.
+    fn take_in(&mut self, rows: &[ErrorStats]) {
+        self.next_row += rows.len() as u64;
+        rows.iter().for_each(|r| self.stats.merge(r));
     }
 }
 
@@ -54,13 +64,7 @@ impl Quality {
     /// Adds the figures of rows of tensor `tensor` of output `output`, one per row from
     /// row `first_row` on ([`ErrorStats::of_rows`] of the values they were quantized from
     /// and their dequantized output).
-    pub(super) fn add(
-        &self,
-        output: usize,
-        tensor: usize,
-        first_row: usize,
-        rows: Vec<ErrorStats>,
-    ) {
+    pub(super) fn add(&self, output: usize, tensor: usize, first_row: usize, rows: &[ErrorStats]) {
         // A worker that panicked while holding the lock leaves its run failing anyway.
         if let Ok(mut all) = self.tensors.lock() {
             all[output][tensor].add(first_row as u64, rows);
@@ -91,7 +95,7 @@ mod tests {
         let q = Quality::new([1]);
         for (first, end) in [(6, 10), (0, 2), (3, 6), (2, 3)] {
             let (x, y) = (&a[first * 64..end * 64], &b[first * 64..end * 64]);
-            q.add(0, 0, first, ErrorStats::of_rows(x, y, 64, first as u64));
+            q.add(0, 0, first, &ErrorStats::of_rows(x, y, 64, first as u64));
         }
         assert_eq!(q.take(0, 0), in_order);
     }

@@ -115,22 +115,10 @@ impl ErrorStats {
         }
         #[cfg(target_arch = "x86_64")]
         if let Some(path) = x86::Path::detect() {
-            let bytes = &y[..rows * row_bytes];
             let x = &x[..rows * row_len];
-            match ty {
-                GgmlType::Q8_0 => {
-                    let side = x86::Q8_0Rows { bytes, row_bytes };
-                    // SAFETY: `detect` found the path's features.
-                    let side = (&side, bytes, row_bytes);
-                    return unsafe { quantized_rows(path, x, ty, side, row_len, first_row, out) };
-                }
-                GgmlType::Q5_0 => {
-                    let side = x86::Q5_0Rows { bytes, row_bytes };
-                    let side = (&side, bytes, row_bytes);
-                    // SAFETY: as above.
-                    return unsafe { quantized_rows(path, x, ty, side, row_len, first_row, out) };
-                }
-                _ => {}
+            // SAFETY: `detect` found the path's features.
+            if let Some(done) = unsafe { quantized_rows(path, x, ty, y, row_len, first_row, out) } {
+                return done;
             }
         }
         let chunk_rows = (MEASURED_CHUNK / row_len).max(1);
@@ -185,32 +173,65 @@ impl ErrorStats {
 }
 
 /// [`ErrorStats::of_quantized_rows`] with the quantized rows read by the vector code
-/// itself; a row whose sums are not finite (a scale that overflowed, say) is dequantized
-/// and measured as [`ErrorStats::of`] would.
+/// itself, for the types it reads (`None` for the others); `y` holds whole rows of `x`.
 ///
 /// # Safety
 /// The CPU has the path's features.
 #[cfg(target_arch = "x86_64")]
-unsafe fn quantized_rows<S: x86::Side>(
+unsafe fn quantized_rows(
     path: x86::Path,
     x: &[f32],
     ty: GgmlType,
-    (side, bytes, row_bytes): (&S, &[u8], usize),
+    y: &[u8],
+    row_len: usize,
+    first_row: u64,
+    out: &mut Vec<ErrorStats>,
+) -> Option<std::result::Result<(), quantforge_kernels::Error>> {
+    // SAFETY: the caller checked the features.
+    unsafe {
+        match ty {
+            GgmlType::Q8_0 => Some(block_rows::<x86::Q8_0>(
+                path, x, ty, y, row_len, first_row, out,
+            )),
+            GgmlType::Q5_0 => Some(block_rows::<x86::Q5_0>(
+                path, x, ty, y, row_len, first_row, out,
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// [`quantized_rows`] of blocks of `B`; a row whose sums are not finite (a scale that
+/// overflowed, say) is dequantized and measured as [`ErrorStats::of`] would.
+///
+/// # Safety
+/// The CPU has the path's features.
+#[cfg(target_arch = "x86_64")]
+unsafe fn block_rows<B: x86::Block32>(
+    path: x86::Path,
+    x: &[f32],
+    ty: GgmlType,
+    bytes: &[u8],
     row_len: usize,
     first_row: u64,
     out: &mut Vec<ErrorStats>,
 ) -> std::result::Result<(), quantforge_kernels::Error> {
+    let row_bytes = row_len / 32 * B::BYTES;
+    let side = x86::BlockRows::<B> {
+        bytes,
+        row_bytes,
+        format: std::marker::PhantomData,
+    };
     let start = out.len();
     let mut figures = FIGURES.take();
     figures.clear();
     if row_len <= u32::MAX as usize {
         // SAFETY: the caller checked the features.
-        unsafe { path.rows(x, side, row_len, &mut figures) };
+        unsafe { path.rows(x, &side, row_len, &mut figures) };
     }
     for (r, xs) in x.chunks_exact(row_len).enumerate() {
         let first = (first_row + r as u64) * row_len as u64;
-        let stats = figures.get(r).and_then(|f| f.stats(row_len, first));
-        match stats {
+        match figures.get(r).and_then(|f| f.stats(row_len, first)) {
             Some(s) => out.push(s),
             None => {
                 let mut ys = vec![0.0; row_len];
@@ -563,54 +584,62 @@ mod x86 {
         }
     }
 
-    /// Rows of q8_0 blocks (34 bytes: an fp16 scale, 32 signed codes): `y = q * d`, as
-    /// `dequantize_row_q8_0`.
-    pub(super) struct Q8_0Rows<'a> {
-        pub(super) bytes: &'a [u8],
-        pub(super) row_bytes: usize,
+    /// A 32-value block format whose values the vector code decodes itself.
+    pub(super) trait Block32 {
+        /// Bytes in a block.
+        const BYTES: usize;
+        /// The block's 32 values, in two vectors.
+        ///
+        /// # Safety
+        /// The CPU has `V`'s features; `block` holds [`Block32::BYTES`] bytes.
+        unsafe fn decode<V: V16>(block: &[u8]) -> [V; 2];
     }
 
-    impl Side for Q8_0Rows<'_> {
-        fn check(&self, r: usize, n: usize) {
-            assert!(n.is_multiple_of(32) && n / 32 * 34 == self.row_bytes);
-            assert!((r + 1) * self.row_bytes <= self.bytes.len());
-        }
+    /// q8_0 (34 bytes: an fp16 scale, 32 signed codes): `y = q * d`, as
+    /// `dequantize_row_q8_0`.
+    pub(super) struct Q8_0;
+
+    impl Block32 for Q8_0 {
+        const BYTES: usize = 34;
 
         #[inline(always)]
-        unsafe fn load<V: V16>(&self, r: usize, v: usize) -> V {
-            // SAFETY: the caller keeps the vector in the row.
-            unsafe { self.load2::<V>(r, v & !1)[v % 2] }
-        }
-
-        #[inline(always)]
-        unsafe fn load2<V: V16>(&self, r: usize, v: usize) -> [V; 2] {
-            let block = &self.bytes[r * self.row_bytes + v / 2 * 34..][..34];
+        unsafe fn decode<V: V16>(block: &[u8]) -> [V; 2] {
             let d = V::splat_f16(u16::from_le_bytes([block[0], block[1]]));
-            let q = block[2..].as_ptr().cast::<i8>();
+            let q = block[2..34].as_ptr().cast::<i8>();
             // SAFETY: sixteen codes from byte 2 and sixteen from byte 18 of the block.
             unsafe { [V::load_i8(q).mul(d), V::load_i8(q.add(16)).mul(d)] }
         }
+    }
+
+    /// q5_0 (22 bytes: an fp16 scale, 32 high bits, 16 bytes of low nibbles): `y = ((q &
+    /// 15 | high << 4) - 16) * d`, as `dequantize_row_q5_0`, the block's first 16 values
+    /// from the low nibbles and bits 0-15, the last 16 from the high nibbles and bits
+    /// 16-31.
+    pub(super) struct Q5_0;
+
+    impl Block32 for Q5_0 {
+        const BYTES: usize = 22;
 
         #[inline(always)]
-        unsafe fn load_tail<V: V16>(&self, r: usize, v: usize, _: V::Mask) -> V {
-            // Rows are whole blocks, so every vector is whole.
-            // SAFETY: as for `load`.
-            unsafe { self.load(r, v) }
+        unsafe fn decode<V: V16>(block: &[u8]) -> [V; 2] {
+            let d = V::splat_f16(u16::from_le_bytes([block[0], block[1]]));
+            let high = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+            // SAFETY: sixteen bytes from byte 6 of the block.
+            let [lo, hi] = unsafe { V::load_q5(block[6..22].as_ptr(), high) };
+            [lo.mul(d), hi.mul(d)]
         }
     }
 
-    /// Rows of q5_0 blocks (22 bytes: an fp16 scale, 32 high bits, 16 bytes of low
-    /// nibbles): `y = ((q & 15 | high << 4) - 16) * d`, as `dequantize_row_q5_0`, the
-    /// block's first 16 values from the low nibbles and bits 0-15, the last 16 from the
-    /// high nibbles and bits 16-31.
-    pub(super) struct Q5_0Rows<'a> {
+    /// Rows of blocks of `B`, `row_bytes` each.
+    pub(super) struct BlockRows<'a, B> {
         pub(super) bytes: &'a [u8],
         pub(super) row_bytes: usize,
+        pub(super) format: std::marker::PhantomData<B>,
     }
 
-    impl Side for Q5_0Rows<'_> {
+    impl<B: Block32> Side for BlockRows<'_, B> {
         fn check(&self, r: usize, n: usize) {
-            assert!(n.is_multiple_of(32) && n / 32 * 22 == self.row_bytes);
+            assert!(n.is_multiple_of(32) && n / 32 * B::BYTES == self.row_bytes);
             assert!((r + 1) * self.row_bytes <= self.bytes.len());
         }
 
@@ -622,12 +651,9 @@ mod x86 {
 
         #[inline(always)]
         unsafe fn load2<V: V16>(&self, r: usize, v: usize) -> [V; 2] {
-            let block = &self.bytes[r * self.row_bytes + v / 2 * 22..][..22];
-            let d = V::splat_f16(u16::from_le_bytes([block[0], block[1]]));
-            let high = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
-            // SAFETY: sixteen bytes from byte 6 of the block.
-            let [lo, hi] = unsafe { V::load_q5(block[6..].as_ptr(), high) };
-            [lo.mul(d), hi.mul(d)]
+            let at = r * self.row_bytes + v / 2 * B::BYTES;
+            // SAFETY: the caller has `V`'s features; the slice is the whole block.
+            unsafe { B::decode(&self.bytes[at..][..B::BYTES]) }
         }
 
         #[inline(always)]
@@ -1606,46 +1632,10 @@ mod tests {
                 assert_eq!(got, want, "{ty:?} {row_len}, dispatched");
                 #[cfg(target_arch = "x86_64")]
                 for path in vector_paths() {
-                    let row_bytes = ty.row_size(row_len).unwrap();
                     let mut got = vec![];
                     // SAFETY: the CPU has the path's features.
-                    let done = unsafe {
-                        match ty {
-                            GgmlType::Q8_0 => quantized_rows(
-                                path,
-                                &x,
-                                ty,
-                                (
-                                    &x86::Q8_0Rows {
-                                        bytes: &y,
-                                        row_bytes,
-                                    },
-                                    &y,
-                                    row_bytes,
-                                ),
-                                row_len,
-                                7,
-                                &mut got,
-                            ),
-                            _ => quantized_rows(
-                                path,
-                                &x,
-                                ty,
-                                (
-                                    &x86::Q5_0Rows {
-                                        bytes: &y,
-                                        row_bytes,
-                                    },
-                                    &y,
-                                    row_bytes,
-                                ),
-                                row_len,
-                                7,
-                                &mut got,
-                            ),
-                        }
-                    };
-                    done.unwrap();
+                    let done = unsafe { quantized_rows(path, &x, ty, &y, row_len, 7, &mut got) };
+                    done.expect("a type the vector code reads").unwrap();
                     assert_eq!(got, want, "{ty:?} {row_len}");
                 }
             }

@@ -511,7 +511,19 @@ mod x86 {
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
     unsafe fn rows512<S: Side>(x: &[f32], side: &S, row_len: usize, out: &mut Vec<Figures>) {
-        for (r, xs) in x.chunks_exact(row_len).enumerate() {
+        let rows = x.len() / row_len;
+        let mut r = 0;
+        // Rows with too few blocks to pair their own go two at a time.
+        while row_len < 4 * BLOCK && r + 2 <= rows {
+            let xs = [
+                &x[r * row_len..][..row_len],
+                &x[(r + 1) * row_len..][..row_len],
+            ];
+            // SAFETY: the features are enabled here; the caller checked the bounds.
+            out.extend(unsafe { two_rows::<Zmm, S>(xs, side, [r, r + 1]) });
+            r += 2;
+        }
+        for (r, xs) in x.chunks_exact(row_len).enumerate().skip(r) {
             // SAFETY: the features are enabled here; the caller checked the bounds.
             out.push(unsafe { blocks::<Zmm, S>(xs, side, r) });
         }
@@ -753,6 +765,33 @@ mod x86 {
     }
 
     impl<V: V16> Row<V> {
+        #[inline(always)]
+        fn new() -> Row<V> {
+            Row {
+                // SAFETY: `V` exists, so the CPU has AVX.
+                acc: [unsafe { _mm256_setzero_pd() }; SUMS],
+                max: V::splat(-1.0),
+                at: V::int_splat(0),
+            }
+        }
+
+        /// The row's figures once its last block is in.
+        #[inline(always)]
+        fn figures(&self) -> Figures {
+            let (top, first) = V::top_first(self.max, self.at);
+            let mut sums = [0.0; SUMS];
+            for (sum, &acc) in sums.iter_mut().zip(&self.acc) {
+                // (v0 + v1) + (v2 + v3), as `Blocks::figures`.
+                // SAFETY: `V` exists, so the CPU has AVX.
+                *sum = unsafe {
+                    let pairs = _mm256_hadd_pd(acc, acc);
+                    let high = _mm256_extractf128_pd::<1>(pairs);
+                    _mm_cvtsd_f64(_mm_add_sd(_mm256_castpd256_pd128(pairs), high))
+                };
+            }
+            Figures { sums, top, first }
+        }
+
         /// Block `k`'s figures taken in.
         #[inline(always)]
         fn end_block(&mut self, k: usize, b: &Block<V>) {
@@ -777,11 +816,7 @@ mod x86 {
         // `n` values; every load below is within the first `n`.
         unsafe {
             let one = V::int_splat(1);
-            let mut row = Row::<V> {
-                acc: [_mm256_setzero_pd(); SUMS],
-                max: V::splat(-1.0),
-                at: V::int_splat(0),
-            };
+            let mut row = Row::<V>::new();
             let full = n / BLOCK;
             let mut k = 0;
             while V::PAIRS && k + 2 <= full {
@@ -834,15 +869,62 @@ mod x86 {
                 row.end_block(k, &b);
                 k += 1;
             }
-            let (top, first) = V::top_first(row.max, row.at);
-            let mut sums = [0.0; SUMS];
-            for (sum, &acc) in sums.iter_mut().zip(&row.acc) {
-                // (v0 + v1) + (v2 + v3), as `Blocks::figures`.
-                let pairs = _mm256_hadd_pd(acc, acc);
-                let high = _mm256_extractf128_pd::<1>(pairs);
-                *sum = _mm_cvtsd_f64(_mm_add_sd(_mm256_castpd256_pd128(pairs), high));
+            row.figures()
+        }
+    }
+
+    /// [`blocks`] of two rows of `n` values, `x[0]` against row `r[0]` of `side` and
+    /// `x[1]` against row `r[1]`, their blocks side by side (for rows of one or two
+    /// blocks, whose own blocks make no pairs, or an odd one).
+    #[inline(always)]
+    unsafe fn two_rows<V: V16, S: Side>(x: [&[f32]; 2], side: &S, r: [usize; 2]) -> [Figures; 2] {
+        let n = x[0].len();
+        assert_eq!(n, x[1].len());
+        let px = [x[0].as_ptr(), x[1].as_ptr()];
+        // SAFETY: the caller has `V`'s features and checked that rows `r` of the side
+        // have `n` values; every load below is within the first `n`.
+        unsafe {
+            let one = V::int_splat(1);
+            let mut rows = [Row::<V>::new(), Row::<V>::new()];
+            let all = V::first(0);
+            let mut k = 0;
+            while k * BLOCK < n {
+                let end = n.min((k + 1) * BLOCK);
+                let mut b = [Block::<V>::new(), Block::<V>::new()];
+                let mut j = V::int_splat(0);
+                let mut v = k * BLOCK_TERMS;
+                while (v + 2) * LANES <= end {
+                    for i in 0..2 {
+                        let [y, yn] = side.load2::<V>(r[i], v);
+                        b[i].add::<false>(V::load(px[i].add(v * LANES)), y, j, all);
+                        let jn = V::int_add(j, one);
+                        b[i].add::<false>(V::load(px[i].add((v + 1) * LANES)), yn, jn, all);
+                    }
+                    j = V::int_add(V::int_add(j, one), one);
+                    v += 2;
+                }
+                if (v + 1) * LANES <= end {
+                    for i in 0..2 {
+                        let (x, y) = (V::load(px[i].add(v * LANES)), side.load::<V>(r[i], v));
+                        b[i].add::<false>(x, y, j, all);
+                    }
+                    j = V::int_add(j, one);
+                    v += 1;
+                }
+                if v * LANES < end {
+                    let live = V::first(end - v * LANES);
+                    for i in 0..2 {
+                        let x = V::load_tail(px[i].add(v * LANES), live);
+                        let y = side.load_tail::<V>(r[i], v, live);
+                        b[i].add::<true>(x, y, j, live);
+                    }
+                }
+                for i in 0..2 {
+                    rows[i].end_block(k, &b[i]);
+                }
+                k += 1;
             }
-            Figures { sums, top, first }
+            [rows[0].figures(), rows[1].figures()]
         }
     }
 

@@ -4,7 +4,7 @@
 //! operation count per value of a search, bounds how fast an exact search can run here
 //! (see docs/benchmarks-history.md). x86-64 with AVX-512 only; elsewhere it measures nothing.
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group, criterion_main};
 
 /// Iterations per call of a kernel (12 operations each).
 const ITERS: u64 = 1 << 16;
@@ -174,7 +174,7 @@ fn lane_ops(c: &mut Criterion) {
             return;
         }
         let mut group = c.benchmark_group("zmm operations");
-        group.throughput(Throughput::Elements(12 * ITERS));
+        group.throughput(criterion::Throughput::Elements(12 * ITERS));
         let cases: [(&str, Kernel); 4] = [
             ("add and mul", kernels::add_mul),
             ("round (vrndscaleps)", kernels::round),
@@ -187,7 +187,7 @@ fn lane_ops(c: &mut Criterion) {
         }
         group.finish();
         let mut group = c.benchmark_group("q4_K trial (17 zmm operations)");
-        group.throughput(Throughput::Elements(17 * ITERS));
+        group.throughput(criterion::Throughput::Elements(17 * ITERS));
         let cases: [(&str, Kernel); 2] = [
             (
                 "clamp in float (vmaxps, vminps)",

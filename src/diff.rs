@@ -442,6 +442,7 @@ impl Figures {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{BLOCK, BLOCK_TERMS, Figures, LANES, SUMS};
+    use quantforge_kernels::num::F16Le;
     use std::arch::x86_64::*;
 
     /// The vector code this CPU runs.
@@ -553,6 +554,8 @@ mod x86 {
     pub(super) trait Side {
         /// Panics unless row `r` of `n` values is there (and `n` suits the side).
         fn check(&self, r: usize, n: usize);
+        /// Value `i` of row `r` (as the vectors read it).
+        fn value(&self, r: usize, i: usize) -> f32;
         /// Values `16v..16v + 16` of row `r`.
         ///
         /// # Safety
@@ -583,6 +586,10 @@ mod x86 {
             assert!(r == 0 && n <= self.0.len());
         }
 
+        fn value(&self, _: usize, i: usize) -> f32 {
+            self.0[i]
+        }
+
         #[inline(always)]
         unsafe fn load<V: V16>(&self, _: usize, v: usize) -> V {
             // SAFETY: the caller keeps the vector in the row.
@@ -605,6 +612,8 @@ mod x86 {
         /// # Safety
         /// The CPU has `V`'s features; `block` holds [`Block32::BYTES`] bytes.
         unsafe fn decode<V: V16>(block: &[u8]) -> [V; 2];
+        /// Value `k` of the block, by the same operations.
+        fn value(block: &[u8], k: usize) -> f32;
     }
 
     /// q8_0 (34 bytes: an fp16 scale, 32 signed codes): `y = q * d`, as
@@ -620,6 +629,11 @@ mod x86 {
             let q = block[2..34].as_ptr().cast::<i8>();
             // SAFETY: sixteen codes from byte 2 and sixteen from byte 18 of the block.
             unsafe { [V::load_i8(q).mul(d), V::load_i8(q.add(16)).mul(d)] }
+        }
+
+        fn value(block: &[u8], k: usize) -> f32 {
+            let d = F16Le([block[0], block[1]]).to_f32();
+            f32::from(block[2 + k] as i8) * d
         }
     }
 
@@ -640,6 +654,14 @@ mod x86 {
             let [lo, hi] = unsafe { V::load_q5(block[6..22].as_ptr(), high) };
             [lo.mul(d), hi.mul(d)]
         }
+
+        fn value(block: &[u8], k: usize) -> f32 {
+            let d = F16Le([block[0], block[1]]).to_f32();
+            let high = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+            let nibble = (block[6 + k % 16] >> (4 * (k / 16))) & 15;
+            let code = i32::from(nibble) | (((high >> k) & 1) << 4) as i32;
+            (code - 16) as f32 * d
+        }
     }
 
     /// Rows of blocks of `B`, `row_bytes` each.
@@ -653,6 +675,11 @@ mod x86 {
         fn check(&self, r: usize, n: usize) {
             assert!(n.is_multiple_of(32) && n / 32 * B::BYTES == self.row_bytes);
             assert!((r + 1) * self.row_bytes <= self.bytes.len());
+        }
+
+        fn value(&self, r: usize, i: usize) -> f32 {
+            let at = r * self.row_bytes + i / 32 * B::BYTES;
+            B::value(&self.bytes[at..][..B::BYTES], i % 32)
         }
 
         #[inline(always)]
@@ -717,9 +744,11 @@ mod x86 {
         }
         /// Adds the block sums `p` into four f64 lanes as [`super::fold`] does.
         fn fold(p: Self, acc: &mut __m256d);
-        /// The largest lane of `max`, and the smallest `16 * at[l] + l` over the lanes `l`
-        /// that hold it (as the trees of `Blocks::figures`).
-        fn top_first(max: Self, at: Self::Int) -> (f32, u32);
+        /// The largest lane of `max`, which lanes hold it (bit `l` for lane `l`), and the
+        /// lanes of `at`.
+        fn top_runs(max: Self, at: Self::Int) -> (f32, u16, [u32; LANES]);
+        /// The larger of each lane's two magnitudes.
+        fn abs_max(a: Self, b: Self) -> Self;
     }
 
     /// One block's lane sums and largest differences (with the runs where each lane first
@@ -747,10 +776,31 @@ mod x86 {
         /// `TAIL`; the others are zero on both sides, adding nothing to the sums).
         #[inline(always)]
         fn add<const TAIL: bool>(&mut self, x: V, y: V, j: V::Int, live: V::Mask) {
+            let d = self.sums(x, y);
+            self.track::<TAIL>(d, j, live);
+        }
+
+        /// Runs `j` and `j + 1`, `x[k]` against `y[k]`, whole: their larger magnitude
+        /// raises the lanes, with run `j` (the row's end settles which of the two).
+        #[inline(always)]
+        fn add2(&mut self, x: [V; 2], y: [V; 2], j: V::Int) {
+            let d = [self.sums(x[0], y[0]), self.sums(x[1], y[1])];
+            self.track::<false>(V::abs_max(d[0], d[1]), j, V::first(0));
+        }
+
+        /// Adds `x` against `y` to the sums; returns the differences.
+        #[inline(always)]
+        fn sums(&mut self, x: V, y: V) -> V {
             let d = x.sub(y);
             self.p[0] = V::fmadd(d, d, self.p[0]);
             self.p[1] = V::fmadd(x, x, self.p[1]);
             self.p[2] = V::fmadd(y, y, self.p[2]);
+            d
+        }
+
+        /// Raises the lanes where `d`'s magnitude is larger, noting run `j`.
+        #[inline(always)]
+        fn track<const TAIL: bool>(&mut self, d: V, j: V::Int, live: V::Mask) {
             let more = self.max.raise_abs::<TAIL>(d, live);
             self.run = V::int_select(self.run, more, j);
         }
@@ -775,10 +825,31 @@ mod x86 {
             }
         }
 
-        /// The row's figures once its last block is in.
+        /// The row's figures once its last block is in, the row `x` against row `r` of
+        /// `side`: a lane's run is that of the pair of vectors (or the lone vector) where
+        /// it first met its largest, settled here by the element of the pair's first
+        /// vector (if it holds the largest, it is the first).
         #[inline(always)]
-        fn figures(&self) -> Figures {
-            let (top, first) = V::top_first(self.max, self.at);
+        fn figures<S: Side>(&self, x: &[f32], side: &S, r: usize) -> Figures {
+            let (top, lanes, runs) = V::top_runs(self.max, self.at);
+            let mut first = u32::MAX;
+            // No lanes to settle for no elements (top -1).
+            let mut left = if top < 0.0 { 0 } else { lanes };
+            while left != 0 {
+                let l = left.trailing_zeros() as usize;
+                left &= left - 1;
+                let i = runs[l] as usize * LANES + l;
+                if i >= x.len() {
+                    // A lane past a short row's end, at 0 beside the row's own lanes.
+                    continue;
+                }
+                let at = if (x[i] - side.value(r, i)).abs() == top {
+                    i
+                } else {
+                    i + LANES
+                };
+                first = first.min(at as u32);
+            }
             let mut sums = [0.0; SUMS];
             for (sum, &acc) in sums.iter_mut().zip(&self.acc) {
                 // (v0 + v1) + (v2 + v3), as `Blocks::figures`.
@@ -815,14 +886,13 @@ mod x86 {
         // SAFETY: the caller has `V`'s features and checked that row `r` of the side has
         // `n` values; every load below is within the first `n`.
         unsafe {
-            let one = V::int_splat(1);
+            let (one, two) = (V::int_splat(1), V::int_splat(2));
             let mut row = Row::<V>::new();
             let full = n / BLOCK;
             let mut k = 0;
             while V::PAIRS && k + 2 <= full {
                 let (mut b0, mut b1) = (Block::<V>::new(), Block::<V>::new());
                 let mut j = V::int_splat(0);
-                let all = V::first(0);
                 // Two vectors of each block at a time: a quantized side decodes a
                 // 32-value block's scale once.
                 for t in (0..BLOCK_TERMS).step_by(2) {
@@ -830,12 +900,11 @@ mod x86 {
                     let w = v + BLOCK_TERMS;
                     let [y0, y0n] = side.load2::<V>(r, v);
                     let [y1, y1n] = side.load2::<V>(r, w);
-                    b0.add::<false>(V::load(px.add(v * LANES)), y0, j, all);
-                    b1.add::<false>(V::load(px.add(w * LANES)), y1, j, all);
-                    j = V::int_add(j, one);
-                    b0.add::<false>(V::load(px.add((v + 1) * LANES)), y0n, j, all);
-                    b1.add::<false>(V::load(px.add((w + 1) * LANES)), y1n, j, all);
-                    j = V::int_add(j, one);
+                    let x0 = [V::load(px.add(v * LANES)), V::load(px.add((v + 1) * LANES))];
+                    let x1 = [V::load(px.add(w * LANES)), V::load(px.add((w + 1) * LANES))];
+                    b0.add2(x0, [y0, y0n], j);
+                    b1.add2(x1, [y1, y1n], j);
+                    j = V::int_add(j, two);
                 }
                 row.end_block(k, &b0);
                 row.end_block(k + 1, &b1);
@@ -847,11 +916,10 @@ mod x86 {
                 let mut j = V::int_splat(0);
                 let mut v = k * BLOCK_TERMS;
                 while (v + 2) * LANES <= end {
-                    let [y, yn] = side.load2::<V>(r, v);
-                    b.add::<false>(V::load(px.add(v * LANES)), y, j, V::first(0));
-                    j = V::int_add(j, one);
-                    b.add::<false>(V::load(px.add((v + 1) * LANES)), yn, j, V::first(0));
-                    j = V::int_add(j, one);
+                    let y = side.load2::<V>(r, v);
+                    let x = [V::load(px.add(v * LANES)), V::load(px.add((v + 1) * LANES))];
+                    b.add2(x, y, j);
+                    j = V::int_add(j, two);
                     v += 2;
                 }
                 if (v + 1) * LANES <= end {
@@ -869,7 +937,7 @@ mod x86 {
                 row.end_block(k, &b);
                 k += 1;
             }
-            row.figures()
+            row.figures(x, side, r)
         }
     }
 
@@ -884,7 +952,7 @@ mod x86 {
         // SAFETY: the caller has `V`'s features and checked that rows `r` of the side
         // have `n` values; every load below is within the first `n`.
         unsafe {
-            let one = V::int_splat(1);
+            let (one, two) = (V::int_splat(1), V::int_splat(2));
             let mut rows = [Row::<V>::new(), Row::<V>::new()];
             let all = V::first(0);
             let mut k = 0;
@@ -895,12 +963,14 @@ mod x86 {
                 let mut v = k * BLOCK_TERMS;
                 while (v + 2) * LANES <= end {
                     for i in 0..2 {
-                        let [y, yn] = side.load2::<V>(r[i], v);
-                        b[i].add::<false>(V::load(px[i].add(v * LANES)), y, j, all);
-                        let jn = V::int_add(j, one);
-                        b[i].add::<false>(V::load(px[i].add((v + 1) * LANES)), yn, jn, all);
+                        let y = side.load2::<V>(r[i], v);
+                        let x = [
+                            V::load(px[i].add(v * LANES)),
+                            V::load(px[i].add((v + 1) * LANES)),
+                        ];
+                        b[i].add2(x, y, j);
                     }
-                    j = V::int_add(V::int_add(j, one), one);
+                    j = V::int_add(j, two);
                     v += 2;
                 }
                 if (v + 1) * LANES <= end {
@@ -924,7 +994,10 @@ mod x86 {
                 }
                 k += 1;
             }
-            [rows[0].figures(), rows[1].figures()]
+            [
+                rows[0].figures(x[0], side, r[0]),
+                rows[1].figures(x[1], side, r[1]),
+            ]
         }
     }
 
@@ -1072,15 +1145,20 @@ mod x86 {
             }
         }
         #[inline(always)]
-        fn top_first(max: Self, at: __m512i) -> (f32, u32) {
-            // SAFETY: see the impl comment.
+        fn top_runs(max: Self, at: __m512i) -> (f32, u16, [u32; LANES]) {
+            let mut runs = [0u32; LANES];
+            // SAFETY: see the impl comment; `runs` holds sixteen u32.
             unsafe {
                 let top = _mm512_reduce_max_ps(max.0);
-                let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-                let index = _mm512_add_epi32(_mm512_slli_epi32::<4>(at), lanes);
                 let holds = _mm512_cmpeq_ps_mask(max.0, _mm512_set1_ps(top));
-                (top, _mm512_mask_reduce_min_epu32(holds, index))
+                _mm512_storeu_si512(runs.as_mut_ptr().cast(), at);
+                (top, holds, runs)
             }
+        }
+        #[inline(always)]
+        fn abs_max(a: Self, b: Self) -> Self {
+            // SAFETY: see the impl comment.
+            unsafe { Zmm(_mm512_range_ps::<0b1011>(a.0, b.0)) }
         }
     }
 
@@ -1276,8 +1354,9 @@ mod x86 {
             }
         }
         #[inline(always)]
-        fn top_first(max: Self, at: [__m256i; 2]) -> (f32, u32) {
-            // SAFETY: see the impl comment.
+        fn top_runs(max: Self, at: [__m256i; 2]) -> (f32, u16, [u32; LANES]) {
+            let mut runs = [0u32; LANES];
+            // SAFETY: see the impl comment; `runs` holds two halves of eight u32.
             unsafe {
                 let [a, b] = max.0;
                 let m = _mm256_max_ps(a, b);
@@ -1286,24 +1365,18 @@ mod x86 {
                 let m = _mm_max_ss(m, _mm_shuffle_ps::<1>(m, m));
                 let top = _mm_cvtss_f32(m);
                 let t = _mm256_set1_ps(top);
-                let low = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-                let high = _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15);
-                let none = _mm256_set1_epi32(-1);
-                let mut picks = [none; 2];
-                for (pick, (v, (at, lanes))) in picks
-                    .iter_mut()
-                    .zip([a, b].into_iter().zip(at.into_iter().zip([low, high])))
-                {
-                    let index = _mm256_add_epi32(_mm256_slli_epi32::<4>(at), lanes);
-                    let holds = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_EQ_OQ>(v, t));
-                    *pick = _mm256_blendv_epi8(none, index, holds);
-                }
-                let i = _mm256_min_epu32(picks[0], picks[1]);
-                let i = _mm_min_epu32(_mm256_castsi256_si128(i), _mm256_extracti128_si256::<1>(i));
-                let i = _mm_min_epu32(i, _mm_shuffle_epi32::<0b00_00_11_10>(i));
-                let i = _mm_min_epu32(i, _mm_shuffle_epi32::<0b00_00_00_01>(i));
-                (top, _mm_cvtsi128_si32(i) as u32)
+                let low = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(a, t)) as u32;
+                let high = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(b, t)) as u32;
+                _mm256_storeu_si256(runs.as_mut_ptr().cast(), at[0]);
+                _mm256_storeu_si256(runs[8..].as_mut_ptr().cast(), at[1]);
+                (top, (low | high << 8) as u16, runs)
             }
+        }
+        #[inline(always)]
+        fn abs_max(a: Self, b: Self) -> Self {
+            let (a, b) = (a.abs(), b.abs());
+            // SAFETY: see the impl comment.
+            unsafe { Ymm2([_mm256_max_ps(a.0[0], b.0[0]), _mm256_max_ps(a.0[1], b.0[1])]) }
         }
     }
 }

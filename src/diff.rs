@@ -1166,6 +1166,14 @@ mod x86 {
     #[derive(Clone, Copy)]
     struct Ymm2([__m256; 2]);
 
+    /// `f` on each half of the `Ymm2` operands (a macro, not a closure: the intrinsic
+    /// stays inline in the caller's enabled features).
+    macro_rules! halves {
+        ($f:ident, $($v:expr),+) => {
+            Ymm2([$f($($v.0[0]),+), $f($($v.0[1]),+)])
+        };
+    }
+
     // SAFETY (every `unsafe` block below): a `Ymm2` exists only inside a function running
     // with AVX2 and FMA enabled (see [`V16`]), so the intrinsics are available; the loads'
     // callers keep their lanes in bounds.
@@ -1279,43 +1287,22 @@ mod x86 {
         #[inline(always)]
         fn sub(self, o: Self) -> Self {
             // SAFETY: see the impl comment.
-            unsafe {
-                Ymm2([
-                    _mm256_sub_ps(self.0[0], o.0[0]),
-                    _mm256_sub_ps(self.0[1], o.0[1]),
-                ])
-            }
+            unsafe { halves!(_mm256_sub_ps, self, o) }
         }
         #[inline(always)]
         fn mul(self, o: Self) -> Self {
             // SAFETY: see the impl comment.
-            unsafe {
-                Ymm2([
-                    _mm256_mul_ps(self.0[0], o.0[0]),
-                    _mm256_mul_ps(self.0[1], o.0[1]),
-                ])
-            }
+            unsafe { halves!(_mm256_mul_ps, self, o) }
         }
         #[inline(always)]
         fn fmadd(a: Self, b: Self, c: Self) -> Self {
             // SAFETY: see the impl comment.
-            unsafe {
-                Ymm2([
-                    _mm256_fmadd_ps(a.0[0], b.0[0], c.0[0]),
-                    _mm256_fmadd_ps(a.0[1], b.0[1], c.0[1]),
-                ])
-            }
+            unsafe { halves!(_mm256_fmadd_ps, a, b, c) }
         }
         #[inline(always)]
         fn abs(self) -> Self {
             // SAFETY: see the impl comment.
-            unsafe {
-                let sign = _mm256_set1_ps(-0.0);
-                Ymm2([
-                    _mm256_andnot_ps(sign, self.0[0]),
-                    _mm256_andnot_ps(sign, self.0[1]),
-                ])
-            }
+            unsafe { halves!(_mm256_andnot_ps, Ymm2([_mm256_set1_ps(-0.0); 2]), self) }
         }
         #[inline(always)]
         fn raise<const TAIL: bool>(&mut self, a: Self, live: [__m256; 2]) -> [__m256; 2] {
@@ -1376,7 +1363,7 @@ mod x86 {
         fn abs_max(a: Self, b: Self) -> Self {
             let (a, b) = (a.abs(), b.abs());
             // SAFETY: see the impl comment.
-            unsafe { Ymm2([_mm256_max_ps(a.0[0], b.0[0]), _mm256_max_ps(a.0[1], b.0[1])]) }
+            unsafe { halves!(_mm256_max_ps, a, b) }
         }
     }
 }

@@ -190,12 +190,8 @@ unsafe fn quantized_rows(
     // SAFETY: the caller checked the features.
     unsafe {
         match ty {
-            GgmlType::Q8_0 => Some(block_rows::<x86::Q8_0>(
-                path, x, ty, y, row_len, first_row, out,
-            )),
-            GgmlType::Q5_0 => Some(block_rows::<x86::Q5_0>(
-                path, x, ty, y, row_len, first_row, out,
-            )),
+            GgmlType::Q8_0 => Some(block_rows::<x86::Q8_0>(path, x, y, row_len, first_row, out)),
+            GgmlType::Q5_0 => Some(block_rows::<x86::Q5_0>(path, x, y, row_len, first_row, out)),
             _ => None,
         }
     }
@@ -210,7 +206,6 @@ unsafe fn quantized_rows(
 unsafe fn block_rows<B: x86::Block32>(
     path: x86::Path,
     x: &[f32],
-    ty: GgmlType,
     bytes: &[u8],
     row_len: usize,
     first_row: u64,
@@ -225,6 +220,7 @@ unsafe fn block_rows<B: x86::Block32>(
     let start = out.len();
     let mut figures = FIGURES.take();
     figures.clear();
+    figures.reserve(x.len() / row_len);
     if row_len <= u32::MAX as usize {
         // SAFETY: the caller checked the features.
         unsafe { path.rows(x, &side, row_len, &mut figures) };
@@ -236,7 +232,7 @@ unsafe fn block_rows<B: x86::Block32>(
             None => {
                 let mut ys = vec![0.0; row_len];
                 let row = &bytes[r * row_bytes..][..row_bytes];
-                if let Err(e) = quantforge_kernels::dequantize(ty, row, &mut ys) {
+                if let Err(e) = quantforge_kernels::dequantize(B::TYPE, row, &mut ys) {
                     out.truncate(start);
                     FIGURES.set(figures);
                     return Err(e);
@@ -317,7 +313,9 @@ impl Blocks {
         #[cfg(target_arch = "x86_64")]
         if let Some(path) = x86::Path::detect() {
             // SAFETY: `detect` found the CPU features of the path.
-            return unsafe { path.blocks(a, &x86::F32Row(b), 0) }.stats(n, first);
+            if let Some(figures) = unsafe { path.row(a, b) } {
+                return figures.stats(n, first);
+            }
         }
         Blocks::run(a, b).stats(n, first)
     }
@@ -441,8 +439,7 @@ impl Figures {
 /// operations, instead of being written out and read back).
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{BLOCK, BLOCK_TERMS, Figures, LANES, SUMS};
-    use quantforge_kernels::num::F16Le;
+    use super::{BLOCK, BLOCK_TERMS, Figures, GgmlType, LANES, SUMS};
     use std::arch::x86_64::*;
 
     /// The vector code this CPU runs.
@@ -467,19 +464,15 @@ mod x86 {
             }
         }
 
-        /// [`Figures`] of the row `x` against row `r` of `side`.
+        /// [`Figures`] of the row `x` against the row `y`, if there are values.
         ///
         /// # Safety
         /// The CPU has the path's features ([`Path::detect`] returned it).
-        pub(super) unsafe fn blocks<S: Side>(self, x: &[f32], side: &S, r: usize) -> Figures {
-            side.check(r, x.len());
-            // SAFETY: the caller checked the features; `check` the side's bounds.
-            unsafe {
-                match self {
-                    Path::Avx512 => blocks512(x, side, r),
-                    Path::Avx2 => blocks256(x, side, r),
-                }
-            }
+        pub(super) unsafe fn row(self, x: &[f32], y: &[f32]) -> Option<Figures> {
+            let mut last = Last(None);
+            // SAFETY: the caller checked the features.
+            unsafe { self.rows(x, &F32Row(y), x.len(), &mut last) };
+            last.0
         }
 
         /// [`Figures`] of each row of `row_len` values of `x` against the same row of
@@ -492,14 +485,13 @@ mod x86 {
             x: &[f32],
             side: &S,
             row_len: usize,
-            out: &mut Vec<Figures>,
+            out: &mut impl Extend<Figures>,
         ) {
             let rows = x.len() / row_len.max(1);
             if rows == 0 {
                 return;
             }
             side.check(rows - 1, row_len);
-            out.reserve(rows);
             // SAFETY: the caller checked the features; `check` the side's bounds.
             unsafe {
                 match self {
@@ -510,8 +502,24 @@ mod x86 {
         }
     }
 
+    /// Keeps the last of the figures it is given.
+    struct Last(Option<Figures>);
+
+    impl Extend<Figures> for Last {
+        fn extend<I: IntoIterator<Item = Figures>>(&mut self, figures: I) {
+            if let Some(f) = figures.into_iter().last() {
+                self.0 = Some(f);
+            }
+        }
+    }
+
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-    unsafe fn rows512<S: Side>(x: &[f32], side: &S, row_len: usize, out: &mut Vec<Figures>) {
+    unsafe fn rows512<S: Side>(
+        x: &[f32],
+        side: &S,
+        row_len: usize,
+        out: &mut impl Extend<Figures>,
+    ) {
         let rows = x.len() / row_len;
         let mut r = 0;
         // Rows with too few blocks to pair their own go two at a time.
@@ -526,36 +534,36 @@ mod x86 {
         }
         for (r, xs) in x.chunks_exact(row_len).enumerate().skip(r) {
             // SAFETY: the features are enabled here; the caller checked the bounds.
-            out.push(unsafe { blocks::<Zmm, S>(xs, side, r) });
+            out.extend([unsafe { blocks::<Zmm, S>(xs, side, r) }]);
         }
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn rows256<S: Side>(x: &[f32], side: &S, row_len: usize, out: &mut Vec<Figures>) {
+    unsafe fn rows256<S: Side>(
+        x: &[f32],
+        side: &S,
+        row_len: usize,
+        out: &mut impl Extend<Figures>,
+    ) {
         for (r, xs) in x.chunks_exact(row_len).enumerate() {
             // SAFETY: the features are enabled here; the caller checked the bounds.
-            out.push(unsafe { blocks::<Ymm2, S>(xs, side, r) });
+            out.extend([unsafe { blocks::<Ymm2, S>(xs, side, r) }]);
         }
-    }
-
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-    unsafe fn blocks512<S: Side>(x: &[f32], side: &S, r: usize) -> Figures {
-        // SAFETY: the features are enabled here; the caller checked the bounds.
-        unsafe { blocks::<Zmm, S>(x, side, r) }
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn blocks256<S: Side>(x: &[f32], side: &S, r: usize) -> Figures {
-        // SAFETY: the features are enabled here; the caller checked the bounds.
-        unsafe { blocks::<Ymm2, S>(x, side, r) }
     }
 
     /// Where the second side's rows come from, a vector of sixteen values at a time.
     pub(super) trait Side {
         /// Panics unless row `r` of `n` values is there (and `n` suits the side).
         fn check(&self, r: usize, n: usize);
-        /// Value `i` of row `r` (as the vectors read it).
-        fn value(&self, r: usize, i: usize) -> f32;
+        /// Value `i` of row `r`, as the vectors read it (by default, from its vector).
+        ///
+        /// # Safety
+        /// The CPU has `V`'s features; the whole vector holding value `i` is in the row.
+        #[inline(always)]
+        unsafe fn value<V: V16>(&self, r: usize, i: usize) -> f32 {
+            // SAFETY: the caller keeps the vector in the row.
+            unsafe { self.load::<V>(r, i / LANES) }.to_array()[i % LANES]
+        }
         /// Values `16v..16v + 16` of row `r`.
         ///
         /// # Safety
@@ -586,7 +594,9 @@ mod x86 {
             assert!(r == 0 && n <= self.0.len());
         }
 
-        fn value(&self, _: usize, i: usize) -> f32 {
+        #[inline(always)]
+        unsafe fn value<V: V16>(&self, _: usize, i: usize) -> f32 {
+            // A row's last vector may be partial: the value itself.
             self.0[i]
         }
 
@@ -605,15 +615,15 @@ mod x86 {
 
     /// A 32-value block format whose values the vector code decodes itself.
     pub(super) trait Block32 {
+        /// The format's type.
+        const TYPE: GgmlType;
         /// Bytes in a block.
-        const BYTES: usize;
+        const BYTES: usize = Self::TYPE.type_size();
         /// The block's 32 values, in two vectors.
         ///
         /// # Safety
         /// The CPU has `V`'s features; `block` holds [`Block32::BYTES`] bytes.
         unsafe fn decode<V: V16>(block: &[u8]) -> [V; 2];
-        /// Value `k` of the block, by the same operations.
-        fn value(block: &[u8], k: usize) -> f32;
     }
 
     /// q8_0 (34 bytes: an fp16 scale, 32 signed codes): `y = q * d`, as
@@ -621,7 +631,7 @@ mod x86 {
     pub(super) struct Q8_0;
 
     impl Block32 for Q8_0 {
-        const BYTES: usize = 34;
+        const TYPE: GgmlType = GgmlType::Q8_0;
 
         #[inline(always)]
         unsafe fn decode<V: V16>(block: &[u8]) -> [V; 2] {
@@ -629,11 +639,6 @@ mod x86 {
             let q = block[2..34].as_ptr().cast::<i8>();
             // SAFETY: sixteen codes from byte 2 and sixteen from byte 18 of the block.
             unsafe { [V::load_i8(q).mul(d), V::load_i8(q.add(16)).mul(d)] }
-        }
-
-        fn value(block: &[u8], k: usize) -> f32 {
-            let d = F16Le([block[0], block[1]]).to_f32();
-            f32::from(block[2 + k] as i8) * d
         }
     }
 
@@ -644,7 +649,7 @@ mod x86 {
     pub(super) struct Q5_0;
 
     impl Block32 for Q5_0 {
-        const BYTES: usize = 22;
+        const TYPE: GgmlType = GgmlType::Q5_0;
 
         #[inline(always)]
         unsafe fn decode<V: V16>(block: &[u8]) -> [V; 2] {
@@ -653,14 +658,6 @@ mod x86 {
             // SAFETY: sixteen bytes from byte 6 of the block.
             let [lo, hi] = unsafe { V::load_q5(block[6..22].as_ptr(), high) };
             [lo.mul(d), hi.mul(d)]
-        }
-
-        fn value(block: &[u8], k: usize) -> f32 {
-            let d = F16Le([block[0], block[1]]).to_f32();
-            let high = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
-            let nibble = (block[6 + k % 16] >> (4 * (k / 16))) & 15;
-            let code = i32::from(nibble) | (((high >> k) & 1) << 4) as i32;
-            (code - 16) as f32 * d
         }
     }
 
@@ -675,11 +672,6 @@ mod x86 {
         fn check(&self, r: usize, n: usize) {
             assert!(n.is_multiple_of(32) && n / 32 * B::BYTES == self.row_bytes);
             assert!((r + 1) * self.row_bytes <= self.bytes.len());
-        }
-
-        fn value(&self, r: usize, i: usize) -> f32 {
-            let at = r * self.row_bytes + i / 32 * B::BYTES;
-            B::value(&self.bytes[at..][..B::BYTES], i % 32)
         }
 
         #[inline(always)]
@@ -703,8 +695,10 @@ mod x86 {
         }
     }
 
-    /// Sixteen f32 lanes and what the measuring loop does with them. Every method needs
-    /// the CPU features of its type.
+    /// Sixteen f32 lanes and what the measuring loop does with them. A value of a type
+    /// implementing it exists only inside the functions that run with the type's CPU
+    /// features enabled ([`rows512`], [`rows256`]); the loads
+    /// take raw pointers and are unsafe for those alone.
     pub(super) trait V16: Copy {
         /// Whether two blocks' state fits in the registers at once (see [`blocks`]).
         const PAIRS: bool;
@@ -749,6 +743,7 @@ mod x86 {
         fn top_runs(max: Self, at: Self::Int) -> (f32, u16, [u32; LANES]);
         /// The larger of each lane's two magnitudes.
         fn abs_max(a: Self, b: Self) -> Self;
+        fn to_array(self) -> [f32; LANES];
     }
 
     /// One block's lane sums and largest differences (with the runs where each lane first
@@ -843,7 +838,10 @@ mod x86 {
                     // A lane past a short row's end, at 0 beside the row's own lanes.
                     continue;
                 }
-                let at = if (x[i] - side.value(r, i)).abs() == top {
+                // SAFETY: `V` exists, so the CPU has its features; a lane is settled
+                // only where its pair (or lone vector) was read whole.
+                let y = unsafe { side.value::<V>(r, i) };
+                let at = if (x[i] - y).abs() == top {
                     i
                 } else {
                     i + LANES
@@ -1160,6 +1158,13 @@ mod x86 {
             // SAFETY: see the impl comment.
             unsafe { Zmm(_mm512_range_ps::<0b1011>(a.0, b.0)) }
         }
+        #[inline(always)]
+        fn to_array(self) -> [f32; LANES] {
+            let mut out = [0.0; LANES];
+            // SAFETY: see the impl comment; `out` holds sixteen f32.
+            unsafe { _mm512_storeu_ps(out.as_mut_ptr(), self.0) };
+            out
+        }
     }
 
     /// Sixteen lanes in two AVX2 registers.
@@ -1364,6 +1369,16 @@ mod x86 {
             let (a, b) = (a.abs(), b.abs());
             // SAFETY: see the impl comment.
             unsafe { halves!(_mm256_max_ps, a, b) }
+        }
+        #[inline(always)]
+        fn to_array(self) -> [f32; LANES] {
+            let mut out = [0.0; LANES];
+            // SAFETY: see the impl comment; `out` holds two halves of eight f32.
+            unsafe {
+                _mm256_storeu_ps(out.as_mut_ptr(), self.0[0]);
+                _mm256_storeu_ps(out[8..].as_mut_ptr(), self.0[1]);
+            }
+            out
         }
     }
 }
@@ -1732,7 +1747,8 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         for path in vector_paths() {
             // SAFETY: the CPU has the path's features.
-            paths.push(unsafe { path.blocks(a, &x86::F32Row(b), 0) }.stats(a.len(), first));
+            let figures = unsafe { path.row(a, b) }.expect("values");
+            paths.push(figures.stats(a.len(), first));
         }
         paths
     }
